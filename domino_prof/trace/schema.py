@@ -1,0 +1,110 @@
+"""The columnar event model every analysis works on (the contract of `trace/`).
+
+A loaded trace is one :class:`Trace`: a single long pandas frame ``events`` with
+a ``rank`` column (all ranks together, Perfetto-batch style) plus per-rank
+metadata. Only complete events (``ph == "X"``) become rows; metadata events
+(``ph == "M"``) fill :class:`RankMeta`; flow events are not needed because
+Kineto puts ``args.correlation`` on both the launch call and the device event.
+
+Columns of ``Trace.events`` (dtype, meaning; "-1" means absent):
+
+==================  ========  ==========================================================
+rank                int32     rank of the file (``distributedInfo.rank``)
+cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op`` ...)
+name                category  event name
+pid                 int64     process id; string pids ("Spans") are interned as negative
+                              ids, their labels in ``RankMeta.pid_labels``
+tid                 int64     thread id (CPU) or stream (device events); may be negative
+ts                  int64     absolute start, nanoseconds: baseTimeNanoseconds + ts_us*1000
+                              (never rounded to whole microseconds)
+dur                 int64     duration in ns; 0 when the event has no ``dur``
+correlation         int64     ``args.correlation`` (launch call <-> device event), -1
+external_id         int64     ``args["External id"]``, -1
+stream              int64     ``args.stream`` (device events), -1
+device              int64     ``args.device`` (device events), -1
+wait_on_stream      int64     ``args.wait_on_stream`` (cuda_sync Stream Wait Event), -1
+wait_on_corr        int64     ``args.wait_on_cuda_event_record_corr_id``, -1
+coll_name           category  ``args["Collective name"]`` ('' when absent)
+pg_name             category  ``args["Process Group Name"]`` ('' when absent)
+msg_nelems          int64     ``args["In msg nelems"]``, -1
+group_size          int64     ``args["Group size"]``, -1
+seq                 int64     ``args["Seq"]`` (collective sequence number in its group), -1
+==================  ========  ==========================================================
+
+Rows are sorted by (rank, ts). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+INT_COLUMNS: dict[str, type] = {
+    "rank": np.int32,
+    "pid": np.int64,
+    "tid": np.int64,
+    "ts": np.int64,
+    "dur": np.int64,
+    "correlation": np.int64,
+    "external_id": np.int64,
+    "stream": np.int64,
+    "device": np.int64,
+    "wait_on_stream": np.int64,
+    "wait_on_corr": np.int64,
+    "msg_nelems": np.int64,
+    "group_size": np.int64,
+    "seq": np.int64,
+}
+CATEGORY_COLUMNS: tuple[str, ...] = ("cat", "name", "coll_name", "pg_name")
+EVENT_COLUMNS: tuple[str, ...] = (
+    "rank", "cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id",
+    "stream", "device", "wait_on_stream", "wait_on_corr", "coll_name", "pg_name",
+    "msg_nelems", "group_size", "seq",
+)  # fmt: skip
+
+DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass
+class RankMeta:
+    """What one rank file says about itself, besides its events."""
+
+    rank: int
+    path: str
+    world_size: int | None = None
+    backend: str | None = None
+    base_time_ns: int = 0
+    host: str | None = None
+    pg_config: list[dict] = field(default_factory=list)
+    device_properties: list[dict] = field(default_factory=list)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    pid_labels: dict[int, str] = field(default_factory=dict)
+    n_events: int = 0
+
+
+@dataclass
+class Trace:
+    """All ranks of one profiled run: one event frame plus per-rank metadata."""
+
+    events: pd.DataFrame
+    ranks: dict[int, RankMeta]
+    source: str = ""
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+    @property
+    def rank_ids(self) -> list[int]:
+        return sorted(self.ranks)
+
+
+def empty_events() -> pd.DataFrame:
+    """A zero-row frame with the exact dtypes of ``Trace.events``."""
+    data: dict[str, object] = {}
+    for col in EVENT_COLUMNS:
+        if col in INT_COLUMNS:
+            data[col] = np.empty(0, dtype=INT_COLUMNS[col])
+        else:
+            data[col] = pd.Categorical([])
+    return pd.DataFrame(data)
