@@ -1,0 +1,131 @@
+"""`domino-prof run`: train the reference Domino TP Llama for a few steps, profiled."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from domino_prof.commands._common import user_errors
+from domino_prof.errors import ConfigError, RunError
+
+
+class Mode(str, Enum):
+    domino = "domino"
+    tp = "tp"
+    nocomm = "nocomm"
+    all = "all"
+
+
+def _under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or (
+        "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
+        and "DOMINO_PROF_LAUNCHER" not in os.environ)
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError("`domino-prof run` needs PyTorch: pip install 'torch==2.13.0' "
+                          "--index-url https://download.pytorch.org/whl/cpu (CPU) or a CUDA "
+                          "build; analysing traces does not need it") from None
+    return torch
+
+
+def print_comparison(run: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def f(v, fmt):
+        return "n/a" if v is None else format(v, fmt)
+
+    t = Table(title=f"{run['config']['model']['name']}  tp {run['config']['tp']}  "
+                    f"seq {run['config']['seq']}  mbs {run['config']['mbs']}")
+    for col in ("mode", "step ms", "tokens/s", "MFU", "hidden %", "speedup vs tp",
+                "frac of nocomm"):
+        t.add_column(col, justify="left" if col == "mode" else "right")
+    for r in run["comparison"]:
+        t.add_row(r["mode"], f(r["step_ms"], ".2f"), f(r["tokens_per_s"], ",.0f"),
+                  f(r["mfu"] and 100 * r["mfu"], ".1f"), f(r["hidden_pct"], ".1f"),
+                  f(r["speedup_vs_tp"], ".3f"), f(r["frac_of_nocomm"], ".3f"))
+    Console().print(t)
+    if "nocomm" in run["modes"]:
+        Console(stderr=True).print("[dim]nocomm skips every TP collective: its losses are "
+                                   "meaningless; it is a throughput upper bound only.[/dim]")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def run(
+        tp: int = typer.Option(2, help="Tensor-parallel ranks (processes)."),
+        seq: int = typer.Option(0, help="Sequence length (0: 128 for tiny, else 4096)."),
+        model: str = typer.Option("auto", help="tiny, llama3-1b, llama3-3b, llama3-8b "
+                                  "(auto: tiny on CPU, llama3-3b on CUDA)."),
+        mode: Mode = typer.Option(Mode.domino, help="domino, tp, nocomm, or all (back to "
+                                  "back on one process group)."),
+        splits: int = typer.Option(2, help="Domino micro-batches per batch."),
+        mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
+        layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
+        steps: int = typer.Option(3, help="Timed steps per mode (after warm-up)."),
+        warmup: int = typer.Option(2, help="Warm-up steps per mode."),
+        profile_steps: int = typer.Option(2, help="Profiled steps per mode."),
+        device: str = typer.Option("auto", help="cuda, cpu, or auto."),
+        dtype: str = typer.Option("auto", help="float32, bfloat16 (auto: bf16 on CUDA)."),
+        data: Path = typer.Option(None, help="Token file (.npy ints or .bin uint16); "
+                                  "default: synthetic deterministic tokens."),
+        out: Path = typer.Option(None, help="Run directory (default runs/<time>-<model>-tp<N>)."),
+        timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
+        seed: int = typer.Option(1234),
+        analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
+    ) -> None:
+        """Train the reference TP Llama a few steps per mode, profiled; write traces,
+        run.json, analysis and report into a run directory."""
+        from domino_prof.reference_model.config import RunConfig, preset
+
+        torch = _import_torch()
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda":
+            n_gpu = torch.cuda.device_count()
+            if n_gpu == 0:
+                raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu")
+            if not _under_torchrun() and tp > n_gpu:
+                raise ConfigError(f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; "
+                                  f"lower --tp or use --device cpu")
+        name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
+        mcfg = preset(name, layers=layers or None)
+        if data is not None and not data.is_file():
+            raise ConfigError(f"--data {data}: no such file")
+        modes = ("tp", "nocomm", "domino") if mode is Mode.all else (mode.value,)
+        cfg = RunConfig(
+            model=mcfg, tp=tp, seq=seq or (128 if name == "tiny" else 4096), mbs=mbs,
+            splits=splits, modes=modes, device=device,
+            dtype=dtype if dtype != "auto" else ("bfloat16" if device == "cuda" else "float32"),
+            warmup_steps=warmup, timed_steps=steps, profile_steps=profile_steps, seed=seed,
+            data=str(data) if data else None, timeout_s=timeout,
+        ).validate()
+        if out is None:
+            out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
+        from domino_prof.reference_model import launcher
+
+        if _under_torchrun():
+            from domino_prof.reference_model.train import worker
+
+            code = worker(cfg, out)
+            if code:
+                raise RunError(f"rank {os.environ.get('RANK')} failed with exit code {code}")
+            if int(os.environ.get("RANK", "0")) != 0:
+                return
+        else:
+            launcher.spawn_ranks(cfg, out)
+        result = launcher.assemble(cfg, out, analyze=analyze)
+        print_comparison(result)
+        for note in result["notes"]:
+            print(f"note: {note}", file=sys.stderr)
+        print(f"run directory: {out}", file=sys.stderr)

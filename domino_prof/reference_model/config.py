@@ -1,0 +1,144 @@
+"""Typed configuration: model presets and the run configuration.
+
+No torch import here, so the CLI can validate flags before spawning anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from domino_prof.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """A Llama-3-style decoder. ``ffn_dim`` is the SwiGLU hidden size."""
+
+    name: str
+    dim: int
+    ffn_dim: int
+    n_heads: int
+    n_kv_heads: int
+    n_layers: int
+    vocab_size: int
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def n_params(self, *, embedding: bool = True) -> int:
+        """Parameter count (untied embedding and LM head)."""
+        d, f, h = self.dim, self.ffn_dim, self.head_dim
+        attn = d * (self.n_heads + 2 * self.n_kv_heads) * h + self.n_heads * h * d
+        mlp = 3 * d * f
+        per_layer = attn + mlp + 2 * d
+        n = self.n_layers * per_layer + d + self.vocab_size * d  # + final norm + lm head
+        if embedding:
+            n += self.vocab_size * d
+        return n
+
+    def flops_per_token(self, seq: int) -> float:
+        """Training FLOPs per token (fwd+bwd): 6·N (non-embedding incl. LM head) + attention
+        12·L·d·S (PaLM appendix B; causal masking not discounted)."""
+        return 6.0 * self.n_params(embedding=False) + 12.0 * self.n_layers * self.dim * seq
+
+
+def tiny() -> ModelConfig:
+    return ModelConfig(name="tiny", dim=128, ffn_dim=384, n_heads=8, n_kv_heads=4,
+                       n_layers=2, vocab_size=512)
+
+
+def llama3_1b() -> ModelConfig:
+    return ModelConfig(name="llama3-1b", dim=2048, ffn_dim=8192, n_heads=32, n_kv_heads=8,
+                       n_layers=16, vocab_size=128256)
+
+
+def llama3_3b() -> ModelConfig:
+    return ModelConfig(name="llama3-3b", dim=3072, ffn_dim=8192, n_heads=24, n_kv_heads=8,
+                       n_layers=28, vocab_size=128256)
+
+
+def llama3_8b() -> ModelConfig:
+    return ModelConfig(name="llama3-8b", dim=4096, ffn_dim=14336, n_heads=32, n_kv_heads=8,
+                       n_layers=32, vocab_size=128256)
+
+
+PRESETS = {"tiny": tiny, "llama3-1b": llama3_1b, "llama3-3b": llama3_3b, "llama3-8b": llama3_8b}
+MODES = ("domino", "tp", "nocomm")
+
+
+def preset(name: str, *, layers: int | None = None) -> ModelConfig:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+    cfg = PRESETS[name]()
+    if layers is not None:
+        if layers < 1:
+            raise ConfigError(f"--layers must be >= 1, got {layers}")
+        cfg = replace(cfg, n_layers=layers)
+    return cfg
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything one `domino-prof run` needs; validated before any process starts."""
+
+    model: ModelConfig
+    tp: int = 2
+    seq: int = 128
+    mbs: int = 2
+    splits: int = 2
+    modes: tuple[str, ...] = ("domino",)
+    device: str = "cpu"
+    dtype: str = "float32"
+    warmup_steps: int = 2
+    timed_steps: int = 3
+    profile_steps: int = 2
+    seed: int = 1234
+    lr: float = 1e-4
+    data: str | None = None
+    timeout_s: float = 900.0
+
+    def validate(self) -> RunConfig:
+        m = self.model
+        if self.tp < 1:
+            raise ConfigError(f"--tp must be >= 1, got {self.tp}")
+        for what, n in (("heads", m.n_heads), ("kv heads", m.n_kv_heads),
+                        ("ffn dim", m.ffn_dim), ("vocab size", m.vocab_size)):
+            if n % self.tp:
+                raise ConfigError(
+                    f"--tp {self.tp} does not divide the {m.name} model's {what} ({n}); "
+                    f"choose a tp that divides {n}")
+        if self.splits < 1:
+            raise ConfigError(f"--splits must be >= 1, got {self.splits}")
+        if "domino" in self.modes and self.splits < 2:
+            raise ConfigError("--splits must be >= 2 for domino (1 micro-batch cannot overlap)")
+        if self.mbs % self.splits:
+            raise ConfigError(
+                f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
+                f"use an mbs that is a multiple of {self.splits}")
+        if self.seq < 2:
+            raise ConfigError(f"--seq must be >= 2, got {self.seq}")
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ConfigError(f"unknown mode {mode!r}; choose domino, tp, nocomm or all")
+        if self.device not in ("cpu", "cuda"):
+            raise ConfigError(f"--device must be cpu or cuda, got {self.device!r}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
+        if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:
+            raise ConfigError("--steps must leave at least one timed and one profiled step")
+        return self
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["modes"] = list(self.modes)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> RunConfig:
+        d = dict(d)
+        d["model"] = ModelConfig(**d["model"])
+        d["modes"] = tuple(d["modes"])
+        return RunConfig(**d)

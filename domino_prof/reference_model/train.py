@@ -1,0 +1,244 @@
+"""One rank's training loop: build the shard, run warm-up, timed and profiled steps
+for each requested mode on one process group, write traces and metrics.
+
+Run as ``python -m domino_prof.reference_model.train --config FILE --out DIR`` by the
+launcher (one process per rank) or under torchrun (``domino-prof run`` detects it).
+Rank and world size come from torch.distributed after init; LOCAL_RANK is used only
+to pick this process's GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from domino_prof.io import atomic_write_json
+from domino_prof.reference_model.config import RunConfig
+from domino_prof.reference_model.parallel import TPComm, shard_model
+from domino_prof.reference_model.schedule import StepRunner
+
+EXIT_OOM = 3
+EXIT_CONFIG = 4
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# dense bf16 peak by device name (vendor datasheets), for MFU; unknown devices -> no MFU
+PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+
+
+def _peak_flops(name: str, dtype: str) -> float | None:
+    if dtype == "float32":
+        return None
+    for key, v in PEAK_BF16.items():
+        if key in name:
+            return v
+    return None
+
+
+class TokenSource:
+    """Deterministic batches, identical on every rank: synthetic (seeded per step) or
+    windows of a token file (``.npy`` 1-D ints, or ``.bin`` raw uint16)."""
+
+    def __init__(self, cfg: RunConfig, device) -> None:
+        self.cfg, self.device = cfg, device
+        self.tokens = None
+        if cfg.data:
+            import numpy as np
+
+            p = Path(cfg.data)
+            arr = np.load(p) if p.suffix == ".npy" else np.fromfile(p, dtype=np.uint16)
+            self.tokens = torch.from_numpy(arr.astype("int64") % cfg.model.vocab_size)
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.cfg
+        n = c.mbs * (c.seq + 1)
+        if self.tokens is None:
+            g = torch.Generator().manual_seed(c.seed * 7919 + step)
+            t = torch.randint(0, c.model.vocab_size, (c.mbs, c.seq + 1), generator=g)
+        else:
+            start = (step * n) % max(1, len(self.tokens) - n)
+            t = self.tokens[start:start + n].view(c.mbs, c.seq + 1)
+        t = t.to(self.device)
+        return t[:, :-1], t[:, 1:]
+
+
+def _export_trace(prof, path: Path) -> None:
+    """Export the Chrome trace gzipped, atomically: a trace that looks complete is."""
+    tmp_json = path.with_name(f".{path.name}.partial.json")
+    tmp_gz = path.with_name(f".{path.name}.partial")
+    prof.export_chrome_trace(str(tmp_json))
+    with open(tmp_json, "rb") as f_in, gzip.open(tmp_gz, "wb", compresslevel=6) as f_out:
+        shutil.copyfileobj(f_in, f_out)
+    os.unlink(tmp_json)
+    os.replace(tmp_gz, path)
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -> dict:
+    rank = dist.get_rank()
+    dtype = DTYPES[cfg.dtype]
+    comm = TPComm(comm_group, enabled=(mode != "nocomm"))
+    model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
+    splits = cfg.splits if mode == "domino" else 1
+    runner = StepRunner(model, comm, splits=splits, overlap=(mode == "domino"))
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, foreach=True)
+    data = TokenSource(cfg, device)
+    losses: list[float] = []
+    step_times: list[float] = []
+    step = 0
+
+    def one_step() -> None:
+        nonlocal step
+        inp, tgt = data.batch(step)
+        loss = runner.step(inp, tgt)
+        with torch.profiler.record_function("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))  # host sync: also makes step timing honest
+        step += 1
+
+    for _ in range(cfg.warmup_steps):
+        one_step()
+    for _ in range(cfg.timed_steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        one_step()
+        _sync(device)
+        step_times.append((time.perf_counter() - t0) * 1e3)
+
+    mode_dir = out / mode
+    mode_dir.mkdir(parents=True, exist_ok=True)
+    trace_path = mode_dir / f"rank{rank}.pt.trace.json.gz"
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    kw = {}
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+        try:  # Stream Wait Event edges for the stream-switch analysis
+            kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(
+                enable_cuda_sync_events=True)
+        except (AttributeError, TypeError):
+            pass
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
+    with torch.profiler.profile(activities=acts, schedule=sched,
+                                on_trace_ready=lambda p: _export_trace(p, trace_path),
+                                **kw) as prof:
+        for _ in range(1 + cfg.profile_steps):
+            one_step()
+            prof.step()
+    dist.barrier()
+    del opt, runner, model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    tokens = cfg.mbs * cfg.seq
+    step_ms = sorted(step_times)[len(step_times) // 2]
+    tok_s = tokens / (step_ms / 1e3)
+    peak = _peak_flops(torch.cuda.get_device_name(device) if device.type == "cuda" else "",
+                       cfg.dtype)
+    mfu = (cfg.model.flops_per_token(cfg.seq) * tok_s / (cfg.tp * peak)) if peak else None
+    return {"trace_dir": mode, "step_ms": step_ms, "step_times_ms": step_times,
+            "tokens_per_s": tok_s, "mfu": mfu, "losses": losses,
+            "numerics": "meaningless (collectives skipped)" if mode == "nocomm" else "exact"}
+
+
+def _versions(device) -> dict:
+    v = {"python": platform.python_version(), "torch": torch.__version__,
+         "platform": platform.platform()}
+    if device.type == "cuda":
+        v["cuda"] = torch.version.cuda
+        try:
+            v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - version probing only
+            v["nccl"] = None
+    return v
+
+
+def _watch_parent() -> None:
+    """Exit if the launcher died (orphaned ranks must not hang on a collective)."""
+    ppid = os.getppid()
+
+    def loop() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != ppid:
+                os._exit(1)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def worker(cfg: RunConfig, out: Path) -> int:
+    """The body every rank runs. Returns a process exit code."""
+    use_cuda = cfg.device == "cuda"
+    backend = "nccl" if use_cuda else "gloo"
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s),
+                                device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != cfg.tp:
+        print(f"world size {world} != --tp {cfg.tp}: this reference runs one TP group "
+              f"(launch exactly tp processes)", file=sys.stderr)
+        return EXIT_CONFIG
+    torch.manual_seed(cfg.seed)
+    results = {}
+    try:
+        for mode in cfg.modes:
+            if rank == 0:
+                print(f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
+                      f"mbs {cfg.mbs}, splits {cfg.splits if mode == 'domino' else 1}, "
+                      f"{cfg.device}/{cfg.dtype}", flush=True)
+            results[mode] = run_mode(cfg, mode, device=device, out=out)
+            if rank == 0:
+                r = results[mode]
+                print(f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
+                      f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}", flush=True)
+    except torch.OutOfMemoryError:
+        print(f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "
+              f"mbs {cfg.mbs}, tp {cfg.tp}, layers {cfg.model.n_layers}: reduce --mbs, --seq "
+              f"or --layers", file=sys.stderr, flush=True)
+        return EXIT_OOM
+    if rank == 0:
+        devices = []
+        if use_cuda:
+            p = torch.cuda.get_device_properties(device)
+            devices = [{"name": p.name, "memory_gb": round(p.total_memory / 2**30, 1),
+                        "count_visible": torch.cuda.device_count()}]
+        atomic_write_json(out / "ranks_result.json", {
+            "results": results, "versions": _versions(device), "devices": devices,
+            "world_size": world, "backend": backend})
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    cfg = RunConfig.from_dict(json.loads(Path(a.config).read_text()))
+    if os.environ.get("DOMINO_PROF_LAUNCHER"):
+        _watch_parent()
+    return worker(cfg, Path(a.out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
