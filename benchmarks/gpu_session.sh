@@ -10,7 +10,7 @@ W=/tmp/dp-gpu; rm -rf "$W"; mkdir -p "$W"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nvidia-smi topo -m || true
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
 } 2>&1 | tee "$W/env.txt"
-dp() { python3 -m domino_prof.cli "$@"; }
+dp() { shift; python3 -m domino_prof.commands.run "$@"; }  # run alone: no other command imported
 # 1. small run -> test fixtures (2 layers, 1 profiled step)
 dp run --tp 2 --model llama3-3b --layers 2 --seq 1024 --mbs 2 --mode all --warmup 2 --steps 3 \
    --profile-steps 1 --out "$W/small" --no-analyze 2>&1 | tee "$W/small.txt"

@@ -32,20 +32,25 @@ def concurrency_from_trace(path: Path) -> dict:
     ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     ks = [e for e in ev if e.get("cat") == "kernel"]
     comm = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in ks if "nccl" in e["name"].lower()]
-    comp = sorted((e["ts"], e["ts"] + e["dur"], e["tid"]) for e in ks
-                  if "nccl" not in e["name"].lower())
+    comp = sorted(
+        (e["ts"], e["ts"] + e["dur"], e["tid"]) for e in ks if "nccl" not in e["name"].lower()
+    )
     overlapped = 0
     total = 0.0
     import bisect
+
     starts = [c[0] for c in comp]
     for s, e, tid in comm:
         total += e - s
         i = bisect.bisect_left(starts, e)
-        if any(c[1] > s and c[2] != tid for c in comp[max(0, i - 200):i]):
+        if any(c[1] > s and c[2] != tid for c in comp[max(0, i - 200) : i]):
             overlapped += 1
-    return {"comm_kernels": len(comm), "comm_kernels_concurrent_with_compute": overlapped,
-            "comm_streams": sorted({c[2] for c in comm}),
-            "compute_streams": sorted({c[2] for c in comp})[:8]}
+    return {
+        "comm_kernels": len(comm),
+        "comm_kernels_concurrent_with_compute": overlapped,
+        "comm_streams": sorted({c[2] for c in comm}),
+        "compute_streams": sorted({c[2] for c in comp})[:8],
+    }
 
 
 def run(rank: int, world: int, port: int, out: str) -> None:
@@ -63,11 +68,24 @@ def run(rank: int, world: int, port: int, out: str) -> None:
     for dtype in (torch.float32, torch.bfloat16):
         for splits, overlap in ((1, False), (2, True), (4, True)):
             comm = TPComm()
-            loss, errs = compare(cfg, comm, ref, inp, tgt, splits=splits, overlap=overlap,
-                                 seed=seed, device=dev, dtype=dtype)
+            loss, errs = compare(
+                cfg,
+                comm,
+                ref,
+                inp,
+                tgt,
+                splits=splits,
+                overlap=overlap,
+                seed=seed,
+                device=dev,
+                dtype=dtype,
+            )
             key = f"{'domino' if overlap else 'tp'}_splits{splits}_{str(dtype)[6:]}"
-            res[key] = {"loss": loss, "max_rel_err": max(errs.values()),
-                        "worst_param": max(errs, key=errs.get)}
+            res[key] = {
+                "loss": loss,
+                "max_rel_err": max(errs.values()),
+                "worst_param": max(errs, key=errs.get),
+            }
             torch.cuda.empty_cache()
     del ref
     torch.cuda.empty_cache()
@@ -79,8 +97,9 @@ def run(rank: int, world: int, port: int, out: str) -> None:
         runner.step(inp, tgt)
     torch.cuda.synchronize()
     path = Path(out) / f"verify_rank{rank}.json.gz"
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as p:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as p:
         runner.step(inp, tgt)
         torch.cuda.synchronize()
     p.export_chrome_trace(str(path))

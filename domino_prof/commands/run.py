@@ -129,3 +129,9 @@ def register(app: typer.Typer) -> None:
         for note in result["notes"]:
             print(f"note: {note}", file=sys.stderr)
         print(f"run directory: {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # `python -m domino_prof.commands.run ...`: run alone, no other command
+    _app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    register(_app)
+    _app()

@@ -46,7 +46,7 @@ class ModelConfig:
 
 
 def tiny() -> ModelConfig:
-    return ModelConfig(name="tiny", dim=128, ffn_dim=384, n_heads=8, n_kv_heads=4,
+    return ModelConfig(name="tiny", dim=256, ffn_dim=512, n_heads=16, n_kv_heads=8,
                        n_layers=2, vocab_size=512)
 
 

@@ -24,26 +24,22 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # compute in fp32 for stability, return in the input dtype
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return xf.type_as(x) * self.weight
+        # one fused op (accumulates in fp32 for bf16 inputs); fewer host launches matter:
+        # a TP layer split into micro-batches is easily host-bound
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def rope_tables(head_dim: int, seq: int, theta: float, device=None) -> tuple[torch.Tensor, ...]:
-    """cos/sin tables [S, head_dim/2] in fp32."""
+def rope_tables(head_dim: int, seq: int, theta: float, device=None) -> torch.Tensor:
+    """Rotations e^{i·t·θ_k} as complex64 [S, head_dim/2] (Llama reference layout)."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device).float() / head_dim)
     t = torch.arange(seq, device=device).float()
-    freqs = torch.outer(t, inv)  # [S, D/2]
-    return freqs.cos(), freqs.sin()
+    return torch.polar(torch.ones(seq, head_dim // 2, device=device), torch.outer(t, inv))
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: [B, S, H, D]; rotate interleaved pairs (x0, x1) -> (x0 c - x1 s, x0 s + x1 c)
-    xf = x.float().unflatten(-1, (-1, 2))
-    x0, x1 = xf[..., 0], xf[..., 1]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
-    out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    # x: [B, S, H, D]; interleaved pairs (x0, x1) as complex x0 + i·x1, rotated by freqs
+    xc = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # [B, S, H, D/2]
+    out = torch.view_as_real(xc * freqs[None, :, None, :]).flatten(-2)  # [B, S, H, D]
     return out.type_as(x)
 
 
@@ -60,21 +56,19 @@ class Attention(nn.Module):
                               bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
         # x: [B, S, dim] (already normalised)
         B, S, _ = x.shape
         hd = self.head_dim
         qkv = self.wqkv(x)  # [B, S, (H + 2 Hkv) * D]
         q, k, v = qkv.split([self.n_heads * hd, self.n_kv_heads * hd, self.n_kv_heads * hd], -1)
-        q = apply_rope(q.view(B, S, self.n_heads, hd), *rope)  # [B, S, H, D]
-        k = apply_rope(k.view(B, S, self.n_kv_heads, hd), *rope)  # [B, S, Hkv, D]
+        q = apply_rope(q.view(B, S, self.n_heads, hd), rope)  # [B, S, H, D]
+        k = apply_rope(k.view(B, S, self.n_kv_heads, hd), rope)  # [B, S, Hkv, D]
         v = v.view(B, S, self.n_kv_heads, hd)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H(kv), S, D]
-        if self.n_kv_heads != self.n_heads:
-            rep = self.n_heads // self.n_kv_heads
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, S, D]
+        # GQA without materialising repeated k/v
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           enable_gqa=self.n_kv_heads != self.n_heads)
         o = o.transpose(1, 2).reshape(B, S, self.n_heads * hd)
         return self.wo(o)  # [B, S, dim]
 

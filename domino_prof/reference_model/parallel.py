@@ -272,7 +272,7 @@ def build_reference(cfg: ModelConfig, *, seed: int, device="cpu",
     """The unsharded single-device model with the same initial weights as every shard."""
     with torch.device("meta"):
         model = Transformer(cfg)
-    model.to_empty(device=device)
+    model.to_empty(device=device).to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(init_param(name, p.shape, seed=seed, device=device, dtype=dtype))
@@ -304,7 +304,7 @@ def shard_model(cfg: ModelConfig, comm: TPComm, *, seed: int, device="cpu",
         ff.w13, ff.w2 = col(ff.w13), row(ff.w2)
         ff.ffn_dim //= tp
     model.output = col(model.output)
-    model.to_empty(device=device)
+    model.to_empty(device=device).to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():
             full = init_param(name, full_shapes[name], seed=seed, device=device, dtype=dtype)

@@ -179,6 +179,22 @@ def _watch_parent() -> None:
     threading.Thread(target=loop, daemon=True).start()
 
 
+def _inject_fault(rank: int) -> None:
+    """Test hook: DOMINO_PROF_FAULT=crash@R or hang@R makes rank R crash or hang
+    (used by the fault-handling tests; never set in normal use)."""
+    spec = os.environ.get("DOMINO_PROF_FAULT", "")
+    if not spec:
+        return
+    what, _, r = spec.partition("@")
+    if r and int(r) != rank:
+        return
+    if what == "crash":
+        print(f"injected crash on rank {rank}", file=sys.stderr, flush=True)
+        os._exit(7)
+    if what == "hang":
+        time.sleep(10**6)
+
+
 def worker(cfg: RunConfig, out: Path) -> int:
     """The body every rank runs. Returns a process exit code."""
     use_cuda = cfg.device == "cuda"
@@ -198,6 +214,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
               f"(launch exactly tp processes)", file=sys.stderr)
         return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
+    _inject_fault(rank)
     results = {}
     try:
         for mode in cfg.modes:

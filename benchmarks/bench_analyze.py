@@ -1,0 +1,237 @@
+"""domino-prof load + overlap analysis vs HTA vs a bare JSON decode, on one trace.
+
+    python benchmarks/bench_analyze.py                        # 2M events
+    python benchmarks/bench_analyze.py --events 500000,1000000,2000000
+
+For each size a realistic one-rank Kineto trace is generated once (by
+``gen_trace.py``, cached under ``--workdir``). Every tool then runs in a fresh
+subprocess, so its peak RSS is its own; the child times its work after its
+imports (``time_s``) and the parent the whole process (``wall_s``). Tools:
+
+- ``bare orjson``: read the bytes + ``orjson.loads`` (the floor for any loader
+  that must look at every event);
+- ``bare json``: the same with the stdlib ``json.loads``;
+- ``alt orjson->cols``: the loader's job done with orjson dicts instead of
+  msgspec structs (why the loader uses msgspec);
+- ``domino-prof``: ``load_trace`` + ``domino_prof.analysis.analyze`` (load only,
+  said so, when the analysis package is not there yet);
+- ``HTA``: ``hta.trace_analysis.TraceAnalysis(trace_dir=...)`` +
+  ``get_comm_comp_overlap(visualize=False)`` (PyPI ``traceinsight``), if installed.
+
+Targets (2 cores): domino-prof >= 10x faster than HTA at 2M events, peak RSS
+<= half of HTA's, total within 2x of the bare orjson decode; time linear in N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# Each child prints one JSON line: {"time_s": ..., "rss_mb": ..., "note": ...}
+_PRELUDE = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    path = sys.argv[1]
+    def done(t0, note=""):
+        ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        ch = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print("@@RESULT " + json.dumps({"time_s": time.perf_counter() - t0,
+              "rss_mb": (ru + ch) / 1024, "note": note}))
+    """
+)
+
+CHILDREN = {
+    "bare orjson": """
+import orjson
+t0 = time.perf_counter()
+with open(path, "rb") as f:
+    doc = orjson.loads(f.read())
+n = len(doc["traceEvents"])
+done(t0, f"{n} events")
+""",
+    "bare json": """
+import json as _json
+t0 = time.perf_counter()
+with open(path, "rb") as f:
+    doc = _json.loads(f.read())
+done(t0)
+""",
+    "alt orjson->cols": """
+import gc, numpy as np, orjson
+t0 = time.perf_counter()
+gc.disable()
+with open(path, "rb") as f:
+    doc = orjson.loads(f.read())
+xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+n = len(xs)
+base = doc.get("baseTimeNanoseconds") or 0
+cols = {}
+for k in ("ts", "dur"):
+    v = np.fromiter((e.get(k, 0.0) for e in xs), np.float64, n)
+    hi = np.floor(v)
+    cols[k] = (hi * 1000).astype(np.int64) + np.rint((v - hi) * 1000).astype(np.int64)
+for k in ("pid", "tid"):
+    cols[k] = np.fromiter((e.get(k, 0) for e in xs), np.int64, n)
+args = [e.get("args") or {} for e in xs]
+for key in ("correlation", "External id", "stream", "device", "wait_on_stream",
+            "wait_on_cuda_event_record_corr_id", "In msg nelems", "Group size", "Seq"):
+    cols[key] = np.fromiter((a.get(key, -1) for a in args), np.int64, n)
+import pandas as pd
+for key, src in (("cat", xs), ("name", xs), ("Collective name", args),
+                 ("Process Group Name", args)):
+    cols[key] = pd.factorize(np.array([d.get(key, "") for d in src], dtype=object))[0]
+done(t0, f"{n} rows")
+""",
+    "domino-prof": """
+from domino_prof.trace import load_trace
+try:
+    from domino_prof.analysis import AnalysisConfig, analyze
+except ImportError:
+    analyze = None
+t0 = time.perf_counter()
+trace = load_trace(path, progress=False)
+t1 = time.perf_counter()
+note = f"load {t1 - t0:.2f}s, {len(trace.events)} rows"
+if analyze is not None:
+    a = analyze(trace, AnalysisConfig())
+    t2 = time.perf_counter()
+    h = a.totals.get("hidden_pct")
+    note += f"; analyze {t2 - t1:.2f}s, hidden {h if h is None else round(h, 2)}%"
+else:
+    note += "; analysis not available: load only"
+done(t0, note)
+""",
+    "HTA": """
+import logging, os
+os.environ.setdefault("HTA_DISABLE_NS_ROUNDING", "1")
+from hta.trace_analysis import TraceAnalysis
+logging.disable(logging.WARNING)
+t0 = time.perf_counter()
+ta = TraceAnalysis(trace_dir=os.path.dirname(path))
+t1 = time.perf_counter()
+ov = ta.get_comm_comp_overlap(visualize=False)
+pct = float(ov["comp_comm_overlap_pctg"].iloc[0])
+done(t0, f"load {t1 - t0:.2f}s, overlap {time.perf_counter() - t1:.2f}s, hidden {pct}%")
+""",
+}
+
+
+def run_child(tool: str, path: Path, timeout: float) -> dict:
+    code = _PRELUDE + CHILDREN[tool]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")}  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            check=False, capture_output=True, text=True, timeout=timeout, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    wall = time.perf_counter() - t0
+    for line in p.stdout.splitlines():
+        if line.startswith("@@RESULT "):
+            out = json.loads(line[len("@@RESULT ") :])
+            out["wall_s"] = wall
+            return out
+    tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+    return {"error": f"exit {p.returncode}: {tail[0][:120]}"}
+
+
+def have(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        __import__(module)
+        return version({"hta": "traceinsight"}.get(module, module))
+    except ImportError:  # also a broken install (HTA without psutil)
+        return None
+
+
+def ensure_trace(workdir: Path, n: int) -> Path:
+    sys.path.insert(0, str(HERE))
+    from gen_trace import write_trace
+
+    d = workdir / f"events_{n}"
+    path = d / "rank0.pt.trace.json"
+    stamp = d / ".complete"
+    if not stamp.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        write_trace(path, events=n)
+        stamp.write_text("ok")
+        print(f"# generated {path} in {time.perf_counter() - t0:.1f}s", flush=True)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", default="2000000", help="comma-separated event counts")
+    ap.add_argument("--workdir", default="/tmp/domino-prof-bench", help="where traces go")
+    ap.add_argument("--tools", default="bare orjson,bare json,alt orjson->cols,domino-prof,HTA")
+    ap.add_argument("--hta-max-events", type=int, default=2_000_000,
+                    help="skip HTA above this size (it is slow)")  # fmt: skip
+    ap.add_argument("--timeout", type=float, default=1800.0, help="per tool run, seconds")
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.events.split(",") if x]
+    tools = [t.strip() for t in a.tools.split(",") if t.strip()]
+    hta_version = have("hta")
+    if "HTA" in tools and hta_version is None:
+        print("# HTA not installed (pip install traceinsight): skipped")
+        tools.remove("HTA")
+    load = os.getloadavg()
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()}, {ncpu} cores, "
+        f"load avg {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} at start; msgspec {have('msgspec')}, "
+        f"orjson {have('orjson')}, traceinsight {hta_version or '-'}"
+    )
+    print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    results: dict[tuple[int, str], dict] = {}
+    mb: dict[int, float] = {}
+    hdr = f"{'events':>9} {'MB':>6}  {'tool':<18} {'time_s':>8} {'wall_s':>8} {'peak_MB':>8}  note"
+    print(hdr)
+    print("-" * len(hdr))
+    for n in sizes:
+        path = ensure_trace(Path(a.workdir), n)
+        mb[n] = path.stat().st_size / 1e6
+        for tool in tools:
+            if tool == "HTA" and n > a.hta_max_events:
+                continue
+            r = run_child(tool, path, a.timeout)
+            results[(n, tool)] = r
+            if "error" in r:
+                print(f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {'-':>8} {'-':>8} {'-':>8}  {r['error']}")
+            else:
+                print(
+                    f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {r['time_s']:>8.2f} {r['wall_s']:>8.2f} "
+                    f"{r['rss_mb']:>8.0f}  {r['note']}",
+                    flush=True,
+                )
+    print()
+    print(f"{'events':>9}  {'ours/bare orjson':>16} {'HTA/ours (time)':>16} "
+          f"{'ours/HTA (RSS)':>15} {'ours ns/event':>14}")  # fmt: skip
+    for n in sizes:
+        ours = results.get((n, "domino-prof"), {})
+        bare = results.get((n, "bare orjson"), {})
+        hta = results.get((n, "HTA"), {})
+
+        def ratio(x: dict, y: dict, k: str) -> str:
+            return f"{x[k] / y[k]:.2f}" if k in x and k in y and y[k] else "-"
+
+        per = f"{ours['time_s'] / n * 1e9:.0f}" if "time_s" in ours else "-"
+        print(f"{n:>9}  {ratio(ours, bare, 'time_s'):>16} {ratio(hta, ours, 'time_s'):>16} "
+              f"{ratio(ours, hta, 'rss_mb'):>15} {per:>14}")  # fmt: skip
+    print(f"# load avg at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

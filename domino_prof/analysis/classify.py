@@ -1,0 +1,546 @@
+"""Trace events -> the ``intervals`` frame: device work, classified and attributed.
+
+One row per device interval (GPU ``kernel`` / ``gpu_memcpy`` / ``gpu_memset``; for
+CPU-only gloo traces the ``gloo:*`` events and the ``cpu_op`` events of the other
+threads), with its kind (compute / comm / memory), its launch call (joined on
+``rank`` + ``args.correlation``), the op name (innermost ``record_function`` on the
+launching thread at the launch call), the phase and the iteration. The rules are in
+docs/METRICS.md ("Device activity", "Overlap" and the "Extension:" paragraphs).
+
+Everything is vectorised: the launch join is a hash merge, the innermost annotation a
+depth-indexed ``searchsorted`` (see :func:`innermost_containing`), the step and phase
+windows ``searchsorted`` look-ups on merged ranges.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from domino_prof.analysis import intervals as iv
+from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.errors import TraceError
+from domino_prof.trace.schema import DEVICE_CATS, Trace
+
+KINDS = ("compute", "comm", "memory")
+PHASES = ("forward", "backward", "optimizer", "other")
+NO_OP = "(none)"
+
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# user annotations that never name an op: step windows and collective-level ranges
+# (``nccl:all_reduce`` wraps every NCCL launch and would hide the model's op name)
+_NOT_AN_OP = re.compile(r"^(?:ProfilerStep#|nccl:|rccl:|hccl:|gloo:)")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_GLOO = re.compile(r"^gloo:")
+_BACKWARD_CTX = re.compile(r"^autograd::engine::evaluate_function")
+_OPTIMIZER_CTX = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
+_OP_OPTIMIZER = re.compile(r"^optimizer", re.IGNORECASE)
+_OP_BACKWARD = re.compile(r"^(?:bwd|backward)", re.IGNORECASE)
+_OP_FORWARD = re.compile(r"^(?:fwd|forward)", re.IGNORECASE)
+# CPU-only traces: cpu_ops that launch or wait for collectives are not compute
+CPU_NONCOMPUTE = re.compile(r"^(?:c10d::|record_param_comms|_?c10d_functional::)")
+_C10D_LAUNCH = re.compile(r"^c10d::(?!.*wait)")
+
+INTERVAL_COLUMNS = (
+    "rank", "device", "stream", "start", "end", "dur", "kind", "name", "correlation",
+    "launch_start", "launch_end", "launch_name", "launch_tid", "op", "phase", "iteration",
+    "coll_name", "msg_nelems",
+)  # fmt: skip
+
+
+@dataclass
+class Classified:
+    """The ``intervals`` frame plus the merged compute reference used for hiding."""
+
+    intervals: pd.DataFrame
+    mode: str  # "gpu" | "cpu"
+    # merged, disjoint compute time per (rank, device): what can hide comm
+    ref_rank: np.ndarray
+    ref_device: np.ndarray
+    ref_start: np.ndarray
+    ref_end: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- #
+# small vectorised helpers                                                    #
+# --------------------------------------------------------------------------- #
+
+
+def match_names(s: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """``pattern.search`` over a (categorical) string column, evaluated once per category."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype("category")
+    cats = s.cat.categories
+    hit = np.fromiter((bool(pattern.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+    codes = s.cat.codes.to_numpy()
+    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
+
+
+def tuple_ids(*cols: np.ndarray) -> np.ndarray:
+    """Dense int64 ids for tuples of int columns (e.g. rank, pid, tid), numbered in
+    lexicographic order of the tuples (so sorting by id sorts by the tuple)."""
+    n = len(cols[0])
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    combined = np.zeros(n, dtype=np.int64)
+    for c in cols:
+        # per-column dense ranks (sorted), then mixed radix: exact, order-preserving
+        uniq, inv = np.unique(np.asarray(c, dtype=np.int64), return_inverse=True)
+        combined = combined * np.int64(len(uniq)) + inv.reshape(-1).astype(np.int64)
+    _, dense = np.unique(combined, return_inverse=True)
+    return dense.reshape(-1).astype(np.int64)
+
+
+def _thread_ids(n_ann: int, ann: tuple, queries: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Shared dense ids for (rank, pid, tid) of annotations and of query points."""
+    both = tuple_ids(*(np.concatenate([a, q]) for a, q in zip(ann, queries)))
+    return both[:n_ann], both[n_ann:]
+
+
+def innermost_containing(
+    ann_keys: np.ndarray,
+    ann_start: np.ndarray,
+    ann_end: np.ndarray,
+    q_keys: np.ndarray,
+    q_t: np.ndarray,
+) -> np.ndarray:
+    """Index of the innermost annotation ``[start, end)`` of the same key containing each
+    query point, or -1. Annotations of one key (thread) are properly nested ranges.
+
+    Depth trick (no stack, no Python loop): order a thread's ranges by (start, -end);
+    a range's depth is the number of ranges before it still open at its start. A point
+    inside ``D`` ranges is innermost in the last range of depth ``D-1`` that started at
+    or before it (a later range of that depth would lie inside it and so be deeper).
+    Results whose range does not contain the point (improperly nested input) are -1.
+    """
+    ann_keys = np.asarray(ann_keys, dtype=np.int64)
+    ann_start = np.asarray(ann_start, dtype=np.int64)
+    ann_end = np.asarray(ann_end, dtype=np.int64)
+    q_keys = np.asarray(q_keys, dtype=np.int64)
+    q_t = np.asarray(q_t, dtype=np.int64)
+    out = np.full(len(q_t), -1, dtype=np.int64)
+    keep = np.flatnonzero(ann_end > ann_start)
+    if len(keep) == 0 or len(q_t) == 0:
+        return out
+    k, s, e = ann_keys[keep], ann_start[keep], ann_end[keep]
+    order = np.lexsort((-e, s, k))
+    k, s, e, orig = k[order], s[order], e[order], keep[order]
+    n = len(k)
+    pos = np.arange(n, dtype=np.int64) - np.searchsorted(k, k, side="left")
+    eorder = np.lexsort((e, k))
+    ek, ee = k[eorder], e[eorder]
+    closed = iv.grouped_searchsorted(ek, ee, k, s, side="right") - np.searchsorted(ek, k, "left")
+    depth = pos - closed
+    # number of ranges of the query's key open at t: started <= t minus ended <= t
+    started = iv.grouped_searchsorted(k, s, q_keys, q_t, side="right") - np.searchsorted(
+        k, q_keys, side="left"
+    )
+    ended = iv.grouped_searchsorted(ek, ee, q_keys, q_t, side="right") - np.searchsorted(
+        ek, q_keys, side="left"
+    )
+    want = started - ended - 1
+    width = np.int64(depth.max() + 1)
+    dk = k * width + depth
+    o2 = np.lexsort((s, dk))
+    dk, s2, e2, orig2 = dk[o2], s[o2], e[o2], orig[o2]
+    valid = (want >= 0) & (want < width)
+    qdk = q_keys * width + np.clip(want, 0, width - 1)
+    j = iv.grouped_searchsorted(dk, s2, qdk, q_t, side="right") - 1
+    js = np.maximum(j, 0)
+    ok = valid & (j >= 0) & (dk[js] == qdk) & (s2[js] <= q_t) & (q_t < e2[js])
+    out[ok] = orig2[js[ok]]
+    return out
+
+
+def _contains_any(
+    ranges: pd.DataFrame, q_rank: np.ndarray, q_pid: np.ndarray, q_tid: np.ndarray, t: np.ndarray
+) -> np.ndarray:
+    """Whether ``t`` lies inside any of ``ranges`` (rank, pid, tid, ts, dur) on its thread."""
+    if len(ranges) == 0 or len(t) == 0:
+        return np.zeros(len(t), dtype=bool)
+    rk, qk = _thread_ids(
+        len(ranges),
+        (ranges["rank"].to_numpy(), ranges["pid"].to_numpy(), ranges["tid"].to_numpy()),
+        (q_rank, q_pid, q_tid),
+    )
+    s = ranges["ts"].to_numpy(np.int64)
+    mk, ms, me = iv.grouped_merge(rk, s, s + ranges["dur"].to_numpy(np.int64))
+    return iv.grouped_contains(mk, ms, me, qk, t)
+
+
+# --------------------------------------------------------------------------- #
+# attribution: op, iteration, phase                                           #
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class _Context:
+    """CPU-side ranges used to attribute a launch point (rank, pid, tid, t)."""
+
+    ann: pd.DataFrame  # op-naming user annotations
+    steps: pd.DataFrame  # ProfilerStep#N windows, with column "step"
+    backward: pd.DataFrame  # autograd::engine::evaluate_function ranges
+    optimizer: pd.DataFrame  # Optimizer.step# / Optimizer.zero_grad# ranges
+
+
+def _context(ev: pd.DataFrame) -> _Context:
+    ann_all = ev[ev["cat"].to_numpy() == "user_annotation"]
+    is_step = match_names(ann_all["name"], _STEP)
+    steps = ann_all[is_step]
+    step_n = steps["name"].astype(str).str.slice(len("ProfilerStep#")).astype(np.int64)
+    steps = steps.assign(step=step_n.to_numpy())
+    ann = ann_all[~match_names(ann_all["name"], _NOT_AN_OP)]
+    backward = ev[match_names(ev["name"], _BACKWARD_CTX)]
+    optimizer = ev[match_names(ev["name"], _OPTIMIZER_CTX)]
+    return _Context(ann=ann, steps=steps, backward=backward, optimizer=optimizer)
+
+
+def _attribute(
+    ctx: _Context,
+    rank: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    t: np.ndarray,
+    has_point: np.ndarray,
+) -> tuple[pd.Categorical, np.ndarray, pd.Categorical]:
+    """(op, iteration, phase) of each launch point; rows without a point get
+    (``(none)``, -1, ``other``)."""
+    n = len(t)
+    # --- op: innermost annotation on the same thread --------------------------------
+    ann = ctx.ann
+    ak, qk = _thread_ids(
+        len(ann),
+        (ann["rank"].to_numpy(), ann["pid"].to_numpy(), ann["tid"].to_numpy()),
+        (rank, pid, tid),
+    )
+    a_s = ann["ts"].to_numpy(np.int64)
+    j = innermost_containing(ak, a_s, a_s + ann["dur"].to_numpy(np.int64), qk, t)
+    j[~has_point] = -1
+    names = ann["name"].astype(str).to_numpy(dtype=object)
+    op_arr = np.full(n, NO_OP, dtype=object)
+    op_arr[j >= 0] = names[j[j >= 0]]
+    op = pd.Categorical(op_arr)
+
+    # --- iteration: ProfilerStep#N window of the same rank holding the point ----------
+    st = ctx.steps.sort_values(["rank", "ts"], kind="stable")
+    iteration = np.full(n, -1, dtype=np.int64)
+    if len(st):
+        sr = st["rank"].to_numpy(np.int64)
+        ss = st["ts"].to_numpy(np.int64)
+        se = ss + st["dur"].to_numpy(np.int64)
+        i = iv.grouped_searchsorted(sr, ss, rank, t, side="right") - 1
+        isafe = np.maximum(i, 0)
+        inside = has_point & (i >= 0) & (sr[isafe] == rank) & (t < se[isafe])
+        iteration[inside] = st["step"].to_numpy(np.int64)[isafe[inside]]
+
+    # --- phase (docs/METRICS.md "Extension: phase") ----------------------------------
+    in_opt = _contains_any(ctx.optimizer, rank, pid, tid, t)
+    in_bwd = _contains_any(ctx.backward, rank, pid, tid, t)
+    op_s = pd.Series(op)
+    phase = np.full(n, "other", dtype=object)
+    fwd = (match_names(op_s, _OP_FORWARD) | (iteration >= 0)) & has_point
+    phase[fwd] = "forward"
+    bwd = (match_names(op_s, _OP_BACKWARD) | in_bwd) & has_point
+    phase[bwd] = "backward"
+    opt = (match_names(op_s, _OP_OPTIMIZER) | in_opt) & has_point
+    phase[opt] = "optimizer"
+    return op, iteration, pd.Categorical(phase, categories=list(PHASES))
+
+
+# --------------------------------------------------------------------------- #
+# GPU and CPU (gloo) classification                                           #
+# --------------------------------------------------------------------------- #
+
+
+def classify(trace: Trace, config: AnalysisConfig) -> Classified:
+    """Build the ``intervals`` frame (columns ``INTERVAL_COLUMNS``) for a trace."""
+    ev = trace.events
+    cat = ev["cat"]
+    is_dev = cat.isin(DEVICE_CATS).to_numpy()
+    if is_dev.any():
+        return _classify_gpu(ev, is_dev, config)
+    is_gloo = match_names(ev["name"], _GLOO)
+    if is_gloo.any():
+        return _classify_cpu(ev, is_gloo)
+    raise TraceError(
+        trace.source or "trace",
+        "no device activity (kernels/memcpy) or gloo events",
+        "was the profiler run with ProfilerActivity.CUDA?",
+    )
+
+
+def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) -> Classified:
+    notes: list[str] = []
+    dev = ev[is_dev]
+    n = len(dev)
+    cat = dev["cat"].astype(str).to_numpy()
+    is_comm_name = match_names(dev["name"], config.comm_regex)
+    kind = np.full(n, "memory", dtype=object)
+    is_kernel = cat == "kernel"
+    kind[is_kernel] = "compute"
+    kind[is_kernel & is_comm_name] = "comm"
+    if config.memcpy_as_comm:
+        p2p = (cat == "gpu_memcpy") & match_names(dev["name"], re.compile("PtoP"))
+        kind[p2p] = "comm"
+
+    device = dev["device"].to_numpy(np.int64)
+    device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))
+    stream = dev["stream"].to_numpy(np.int64)
+    stream = np.where(stream >= 0, stream, dev["tid"].to_numpy(np.int64))
+    start = dev["ts"].to_numpy(np.int64)
+    dur = np.maximum(dev["dur"].to_numpy(np.int64), 0)
+    rank = dev["rank"].to_numpy(np.int64)
+    corr = dev["correlation"].to_numpy(np.int64)
+
+    # --- launch join: (rank, correlation) -> the runtime/driver call -------------------
+    lc = ev[ev["cat"].isin(LAUNCH_CATS).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
+    lc = lc[["rank", "correlation", "pid", "tid", "ts", "dur", "name"]]
+    lc = lc.drop_duplicates(["rank", "correlation"], keep="first")
+    left = pd.DataFrame({"rank": dev["rank"].to_numpy(), "correlation": corr})
+    j = left.merge(lc, on=["rank", "correlation"], how="left", sort=False)
+    has_launch = j["ts"].notna().to_numpy() & (corr >= 0)
+    l_ts = j["ts"].fillna(-1).to_numpy(np.int64)
+    l_end = np.where(has_launch, l_ts + j["dur"].fillna(0).to_numpy(np.int64), -1)
+    l_tid = j["tid"].fillna(-1).to_numpy(np.int64)
+    l_pid = j["pid"].fillna(-1).to_numpy(np.int64)
+    l_name = np.where(has_launch, j["name"].astype(object).fillna("").to_numpy(), "")
+    if (~has_launch).any():
+        notes.append(
+            f"{int((~has_launch).sum())} device intervals have no launch call with their "
+            "correlation id: op '(none)', phase 'other', iteration 'outside steps'"
+        )
+
+    op, iteration, phase = _attribute(_context(ev), rank, l_pid, l_tid, l_ts, has_launch)
+    frame = pd.DataFrame(
+        {
+            "rank": rank,
+            "device": device,
+            "stream": stream,
+            "start": start,
+            "end": start + dur,
+            "dur": dur,
+            "kind": pd.Categorical(kind, categories=list(KINDS)),
+            "name": pd.Categorical(dev["name"]).remove_unused_categories(),
+            "correlation": corr,
+            "launch_start": np.where(has_launch, l_ts, -1),
+            "launch_end": l_end,
+            "launch_name": pd.Categorical(l_name),
+            "launch_tid": np.where(has_launch, l_tid, -1),
+            "op": op,
+            "phase": phase,
+            "iteration": iteration,
+            "coll_name": pd.Categorical(dev["coll_name"]).remove_unused_categories(),
+            "msg_nelems": dev["msg_nelems"].to_numpy(np.int64),
+        }
+    )
+    frame = _finish(frame)
+    comp = frame[frame["kind"].to_numpy() == "compute"]
+    rk, rs, re_ = iv.grouped_merge(
+        _dense_dev(comp, frame), comp["start"].to_numpy(), comp["end"].to_numpy()
+    )
+    return _with_ref(frame, rk, rs, re_, mode="gpu", notes=notes)
+
+
+def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
+    notes = [
+        (
+            "CPU-only trace: comm = gloo:* events, compute = cpu_op events on the other "
+            "threads of the process (threads stand in for streams)"
+        )
+    ]
+    gl = ev[is_gloo]
+    rank_a, pid_a, tid_a = (ev[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
+    g_rank, g_pid, g_tid = (gl[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
+    # threads carrying gloo events, and the processes that own them
+    thr_all, thr_g = _thread_ids(len(ev), (rank_a, pid_a, tid_a), (g_rank, g_pid, g_tid))
+    proc_all, proc_g = _thread_ids(len(ev), (rank_a, pid_a), (g_rank, g_pid))
+    on_comm_thread = np.isin(thr_all, thr_g)
+    in_gloo_proc = np.isin(proc_all, proc_g)
+    is_cpu_op = ev["cat"].to_numpy() == "cpu_op"
+    noncompute = match_names(ev["name"], CPU_NONCOMPUTE)
+    cand = is_cpu_op & in_gloo_proc & ~on_comm_thread
+    comp = ev[cand & ~noncompute]
+    excl = ev[cand & noncompute]
+
+    # gloo event -> its c10d launch op on the same process (docs: Extension)
+    c10d = ev[is_cpu_op & in_gloo_proc & match_names(ev["name"], _C10D_LAUNCH)]
+    c10d = _top_level(c10d)
+    l_idx = _match_launches(c10d, gl)
+    has_l = l_idx >= 0
+    ls = np.where(has_l, c10d["ts"].to_numpy(np.int64)[np.maximum(l_idx, 0)], -1)
+    le = np.where(has_l, ls + c10d["dur"].to_numpy(np.int64)[np.maximum(l_idx, 0)], -1)
+    ltid = np.where(has_l, c10d["tid"].to_numpy(np.int64)[np.maximum(l_idx, 0)], -1)
+    lname = np.where(has_l, c10d["name"].astype(str).to_numpy(dtype=object)[np.maximum(l_idx, 0)],
+                     "")  # fmt: skip
+    if (~has_l).any():
+        notes.append(
+            f"{int((~has_l).sum())} gloo events have no c10d::* call before them on their "
+            "process: op '(none)', phase 'other', iteration 'outside steps'"
+        )
+
+    ctx = _context(ev)
+    n_g, n_c = len(gl), len(comp)
+    c_rank, c_pid, c_tid = (comp[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
+    c_ts = comp["ts"].to_numpy(np.int64)
+    # attribution point: the c10d launch for gloo events, the op's own start for compute
+    op, iteration, phase = _attribute(
+        ctx,
+        np.concatenate([g_rank, c_rank]),
+        np.concatenate([g_pid, c_pid]),
+        np.concatenate([ltid, c_tid]),
+        np.concatenate([ls, c_ts]),
+        np.concatenate([has_l, np.ones(n_c, dtype=bool)]),
+    )
+    both = pd.concat([gl, comp], ignore_index=True)
+    start = both["ts"].to_numpy(np.int64)
+    dur = np.maximum(both["dur"].to_numpy(np.int64), 0)
+    kind = np.array(["comm"] * n_g + ["compute"] * n_c, dtype=object)
+    frame = pd.DataFrame(
+        {
+            "rank": both["rank"].to_numpy(np.int64),
+            "device": both["pid"].to_numpy(np.int64),
+            "stream": both["tid"].to_numpy(np.int64),
+            "start": start,
+            "end": start + dur,
+            "dur": dur,
+            "kind": pd.Categorical(kind, categories=list(KINDS)),
+            "name": pd.Categorical(both["name"].astype(str)),
+            # gloo events carry no correlation id: their External id names the instance
+            "correlation": np.concatenate(
+                [gl["external_id"].to_numpy(np.int64), np.full(n_c, -1, dtype=np.int64)]
+            ),
+            "launch_start": np.concatenate([ls, np.full(n_c, -1, dtype=np.int64)]),
+            "launch_end": np.concatenate([le, np.full(n_c, -1, dtype=np.int64)]),
+            "launch_name": pd.Categorical(np.concatenate([lname, np.full(n_c, "", dtype=object)])),
+            "launch_tid": np.concatenate([ltid, np.full(n_c, -1, dtype=np.int64)]),
+            "op": op,
+            "phase": phase,
+            "iteration": iteration,
+            "coll_name": pd.Categorical(both["coll_name"].astype(str)),
+            "msg_nelems": both["msg_nelems"].to_numpy(np.int64),
+        }
+    )
+    frame = _finish(frame)
+    # compute reference = ∪ compute cpu_ops minus time inside c10d/launch/wait ops
+    dk_c = _dense_dev(frame[frame["kind"].to_numpy() == "compute"], frame)
+    ex = pd.DataFrame({"rank": excl["rank"].to_numpy(np.int64),
+                       "device": excl["pid"].to_numpy(np.int64)})  # fmt: skip
+    dk_x = _dense_dev(ex, frame)
+    cf = frame[frame["kind"].to_numpy() == "compute"]
+    xs = excl["ts"].to_numpy(np.int64)
+    known = dk_x >= 0
+    rk, rs, re_ = iv.grouped_difference(
+        dk_c,
+        cf["start"].to_numpy(),
+        cf["end"].to_numpy(),
+        dk_x[known],
+        xs[known],
+        (xs + excl["dur"].to_numpy(np.int64))[known],
+    )
+    return _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+
+
+def _top_level(ops: pd.DataFrame) -> pd.DataFrame:
+    """Drop ops that start inside an earlier op of the same thread (nested c10d calls)."""
+    if len(ops) == 0:
+        return ops
+    ops = ops.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
+    key = tuple_ids(*(ops[c].to_numpy(np.int64) for c in ("rank", "pid", "tid")))
+    end = ops["ts"].to_numpy(np.int64) + ops["dur"].to_numpy(np.int64)
+    run_end = pd.Series(end).groupby(key, sort=False).cummax().to_numpy(np.int64)
+    top = np.ones(len(ops), dtype=bool)
+    top[1:] = (key[1:] != key[:-1]) | (ops["ts"].to_numpy(np.int64)[1:] >= run_end[:-1])
+    return ops[top].sort_values(["rank", "pid", "ts"], kind="stable")
+
+
+def _match_launches(c10d: pd.DataFrame, gl: pd.DataFrame) -> np.ndarray:
+    """Row index into ``c10d`` of each gloo event's launch, or -1.
+
+    Per (rank, pid): when the process has as many c10d launch ops as gloo events, the
+    k-th gloo event (by start) belongs to the k-th launch (FIFO work queue); otherwise
+    to the latest launch that started at or before the gloo event.
+    """
+    out = np.full(len(gl), -1, dtype=np.int64)
+    if len(c10d) == 0 or len(gl) == 0:
+        return out
+    ck, gk = _thread_ids(
+        len(c10d),
+        (c10d["rank"].to_numpy(np.int64), c10d["pid"].to_numpy(np.int64)),
+        (gl["rank"].to_numpy(np.int64), gl["pid"].to_numpy(np.int64)),
+    )
+    c_ts = c10d["ts"].to_numpy(np.int64)  # c10d is sorted by (rank, pid, ts) -> by (ck, ts)
+    g_ts = gl["ts"].to_numpy(np.int64)
+    latest = iv.grouped_searchsorted(ck, c_ts, gk, g_ts, side="right") - 1
+    ls = np.maximum(latest, 0)
+    ok = (latest >= 0) & (ck[ls] == gk)
+    out[ok] = latest[ok]
+    # FIFO order where counts agree
+    n_groups = int(max(ck.max(), gk.max())) + 1
+    c_count = np.bincount(ck, minlength=n_groups)
+    g_count = np.bincount(gk, minlength=n_groups)
+    g_order = np.lexsort((g_ts, gk))
+    g_rank_in = np.empty(len(gl), dtype=np.int64)
+    g_rank_in[g_order] = np.arange(len(gl)) - np.searchsorted(gk[g_order], gk[g_order], "left")
+    fifo = c_count[gk] == g_count[gk]
+    c_first = np.searchsorted(ck, np.arange(n_groups), "left")
+    out[fifo] = c_first[gk[fifo]] + g_rank_in[fifo]
+    return out
+
+
+def _finish(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.sort_values(["rank", "start", "end"], kind="stable", ignore_index=True)
+    frame["rank"] = frame["rank"].astype(np.int64)
+    return frame[list(INTERVAL_COLUMNS)]
+
+
+def _dense_dev(rows: pd.DataFrame, frame: pd.DataFrame) -> np.ndarray:
+    """Dense id of (rank, device) for ``rows``, in the id space of ``frame``'s devices
+    (sorted by rank, device); -1 where the pair does not occur in ``frame``."""
+    u = _unique_devs(frame)
+    code = rows["rank"].to_numpy(np.int64) * 0  # shape
+    if len(u) == 0 or len(rows) == 0:
+        return code - 1
+    m = pd.MultiIndex.from_arrays([u[:, 0], u[:, 1]])
+    idx = m.get_indexer(
+        pd.MultiIndex.from_arrays(
+            [rows["rank"].to_numpy(np.int64), rows["device"].to_numpy(np.int64)]
+        )
+    )
+    return idx.astype(np.int64)
+
+
+def _unique_devs(frame: pd.DataFrame) -> np.ndarray:
+    """Sorted distinct (rank, device) pairs of ``frame`` as an (n, 2) array."""
+    if len(frame) == 0:
+        return np.empty((0, 2), dtype=np.int64)
+    r = frame["rank"].to_numpy(np.int64)
+    d = frame["device"].to_numpy(np.int64)
+    k = tuple_ids(r, d)
+    first = np.zeros(int(k.max()) + 1, dtype=np.int64)
+    first[k] = np.arange(len(k))
+    return np.stack([r[first], d[first]], axis=1)
+
+
+def _with_ref(
+    frame: pd.DataFrame,
+    rk: np.ndarray,
+    rs: np.ndarray,
+    re_: np.ndarray,
+    *,
+    mode: str,
+    notes: list[str],
+) -> Classified:
+    u = _unique_devs(frame)
+    return Classified(
+        intervals=frame,
+        mode=mode,
+        ref_rank=u[rk, 0] if len(rk) else np.empty(0, np.int64),
+        ref_device=u[rk, 1] if len(rk) else np.empty(0, np.int64),
+        ref_start=rs,
+        ref_end=re_,
+        notes=notes,
+    )

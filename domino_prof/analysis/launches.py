@@ -1,0 +1,252 @@
+"""Kernel launches: launch delay, host-bound idle, tiny kernels, CUDA-graph candidates.
+
+Definitions: ``docs/METRICS.md`` "Kernel launches" (and its "Extension:" notes).
+Works on the ``intervals`` frame (device intervals joined to their launch calls by
+correlation). Per interval, on its stream in start order:
+
+- ``launch_delay = start - launch_end`` (>= 0; a negative value, host/device clock
+  disagreement, counts as 0 and is reported in ``n_negative_delay``). Only the first
+  device interval of each launch call counts (a ``cudaGraphLaunch`` runs many kernels
+  under one correlation; the later ones queue behind the first, not behind the host).
+- ``host_bound_idle = start - prev_end`` when the launch call started after the
+  previous interval on the stream ended (``launch_start > prev_end``), else 0.
+  ``host_bound_device_idle`` is the part of it during which no other stream of the
+  device was busy either (the device itself was idle).
+- ``tiny``: ``dur < launch_end - launch_start`` (graph-launched kernels excluded).
+- graph candidate: a maximal run (>= ``min_graph_run``) of consecutive intervals on a
+  stream, within one iteration, each host-bound (its previous interval in the same
+  iteration) or tiny; saving = sum of the run's host-bound idle (device-idle part too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from domino_prof.analysis.intervals import grouped_intersection, grouped_merge
+from domino_prof.analysis.switches import api_name, grouped_stats, prev_end_on_stream, stats_ns
+
+LAUNCH_APIS: tuple[str, ...] = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cudaGraphLaunch", "hipLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+)  # fmt: skip
+GRAPH_APIS: tuple[str, ...] = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+
+
+def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
+    """One row per device interval in (rank, device, stream, start) order, with
+    ``api``, ``launched``, ``launch_cpu_ns``, ``launch_delay_ns``, ``delay_counted``,
+    ``host_bound``, ``host_bound_idle_ns``, ``host_bound_device_idle_ns``, ``tiny``,
+    ``graph_launched``."""
+    iv = prev_end_on_stream(intervals)
+    api = api_name(iv["launch_name"]) if len(iv) else pd.Series([], dtype=str)
+    iv["api"] = api.to_numpy()
+    launched = iv["api"].isin(LAUNCH_APIS).to_numpy() & (iv["launch_start"] >= 0).to_numpy()
+    iv["launched"] = launched
+    iv["graph_launched"] = iv["api"].isin(GRAPH_APIS).to_numpy() & launched
+    iv["launch_cpu_ns"] = np.where(launched, iv["launch_end"] - iv["launch_start"], 0)
+    # first device interval of each launch call (graph launches run many)
+    first = ~iv.sort_values("start", kind="stable").duplicated(["rank", "correlation"])
+    first = first.reindex(iv.index).to_numpy() | (iv["correlation"] < 0).to_numpy()
+    delay_raw = (iv["start"] - iv["launch_end"]).to_numpy(np.int64)
+    iv["delay_counted"] = launched & first
+    iv["delay_negative"] = iv["delay_counted"] & (delay_raw < 0)
+    iv["launch_delay_ns"] = np.where(iv["delay_counted"], np.clip(delay_raw, 0, None), 0)
+    prev_end = iv["prev_end"].to_numpy(np.int64)
+    hb = launched & (prev_end >= 0) & (iv["launch_start"].to_numpy(np.int64) > prev_end)
+    idle = np.where(hb, np.clip(iv["start"].to_numpy(np.int64) - prev_end, 0, None), 0)
+    iv["host_bound"] = hb
+    iv["host_bound_idle_ns"] = idle.astype(np.int64)
+    # the part of each host-bound gap during which the whole device was idle
+    dev_key, _ = pd.factorize(pd.MultiIndex.from_arrays([iv["rank"], iv["device"]]))
+    mk, ms, me = grouped_merge(dev_key, iv["start"].to_numpy(), iv["end"].to_numpy())
+    gap_s = np.where(hb, prev_end, 0)
+    gap_e = np.where(hb, iv["start"].to_numpy(np.int64), 0)
+    busy = grouped_intersection(dev_key, gap_s, np.maximum(gap_e, gap_s), mk, ms, me)
+    iv["host_bound_device_idle_ns"] = np.where(hb, idle - busy, 0).astype(np.int64)
+    iv["tiny"] = (
+        launched
+        & ~iv["graph_launched"].to_numpy()
+        & (iv["dur"].to_numpy(np.int64) < iv["launch_cpu_ns"].to_numpy(np.int64))
+    )
+    return iv
+
+
+def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
+    """Runs of consecutive host-bound/tiny intervals per (rank, device, stream, iteration)."""
+    cols = ["rank", "device", "stream", "iteration", "n_intervals", "n_host_bound", "n_tiny",
+            "start", "end", "saving_ns", "device_idle_saving_ns", "ops"]  # fmt: skip
+    same_it = lt["prev_iteration"].to_numpy() == lt["iteration"].to_numpy()
+    hb_in = lt["host_bound"].to_numpy() & same_it
+    flag = (hb_in | lt["tiny"].to_numpy()) & ~lt["graph_launched"].to_numpy()
+    flag &= lt["iteration"].to_numpy() >= 0
+    if not flag.any():
+        return pd.DataFrame(columns=cols)
+    grp = pd.factorize(
+        pd.MultiIndex.from_arrays([lt["rank"], lt["device"], lt["stream"], lt["iteration"]])
+    )[0]
+    # a new run starts at a flagged interval whose predecessor (same group) is not flagged
+    brk = np.ones(len(lt), dtype=bool)
+    brk[1:] = (grp[1:] != grp[:-1]) | ~flag[:-1]
+    run = np.cumsum(brk & flag)
+    d = lt.assign(
+        _run=run,
+        _hb=hb_in,
+        _idle=np.where(hb_in, lt["host_bound_idle_ns"], 0),
+        _didle=np.where(hb_in, lt["host_bound_device_idle_ns"], 0),
+    ).loc[flag]
+    g = d.groupby("_run", sort=True)
+    runs = g.agg(
+        rank=("rank", "first"), device=("device", "first"), stream=("stream", "first"),
+        iteration=("iteration", "first"), n_intervals=("start", "size"),
+        n_host_bound=("_hb", "sum"), n_tiny=("tiny", "sum"), start=("start", "min"),
+        end=("end", "max"), saving_ns=("_idle", "sum"), device_idle_saving_ns=("_didle", "sum"),
+    )  # fmt: skip
+    runs = runs.loc[runs["n_intervals"] >= min_run]
+    # the ops responsible: top 3 by host-bound idle within the run (then by count)
+    d = d.loc[d["_run"].isin(runs.index)]
+    o = d.assign(op=d["op"].astype(str)).groupby(["_run", "op"], sort=False)
+    ops = o.agg(idle=("_idle", "sum"), n=("start", "size")).reset_index()
+    ops = ops.sort_values(["_run", "idle", "n", "op"], ascending=[True, False, False, True])
+    runs["ops"] = ops.groupby("_run").head(3).groupby("_run")["op"].agg(list)
+    runs = runs.reset_index(drop=True)
+    return runs.sort_values(
+        ["saving_ns", "rank", "stream", "start"], ascending=[False, True, True, True],
+        kind="stable",
+    ).reset_index(drop=True)[cols]  # fmt: skip
+
+
+def _per_group(lt: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    launched = lt.loc[lt["launched"]]
+    base = lt.groupby(keys, observed=True, sort=True).agg(
+        n_intervals=("start", "size"),
+        n_launched=("launched", "sum"),
+        launch_cpu_ns=("launch_cpu_ns", "sum"),
+        n_host_bound=("host_bound", "sum"),
+        host_bound_idle_ns=("host_bound_idle_ns", "sum"),
+        host_bound_device_idle_ns=("host_bound_device_idle_ns", "sum"),
+        n_tiny=("tiny", "sum"),
+    )
+    tiny_dur = lt.loc[lt["tiny"]].groupby(keys, observed=True)["dur"].sum()
+    base["tiny_dur_ns"] = tiny_dur.reindex(base.index).fillna(0)
+    delays = grouped_stats(
+        launched.loc[launched["delay_counted"]], keys, "launch_delay_ns", "launch_delay"
+    )
+    out = base.reset_index().merge(delays.drop(columns="n_launch_delay"), on=keys, how="left")
+    out["launch_delay_total_ns"] = out["launch_delay_total_ns"].fillna(0)
+    for c in out.columns:
+        if c.startswith("n_") or c.endswith("_ns") and not c.endswith(("p50_ns", "p95_ns")):
+            out[c] = out[c].astype(np.int64)
+    return out
+
+
+def top_ops(lt: pd.DataFrame, n: int, keys: list[str] | None = None) -> pd.DataFrame:
+    """Ops ranked by host-bound idle (device-idle part first), with tiny-kernel counts."""
+    d = lt.loc[lt["host_bound"] | lt["tiny"]].assign(op=lambda x: x["op"].astype(str))
+    k = (keys or []) + ["op"]
+    g = d.groupby(k, observed=True).agg(
+        host_bound_device_idle_ns=("host_bound_device_idle_ns", "sum"),
+        host_bound_idle_ns=("host_bound_idle_ns", "sum"),
+        n_host_bound=("host_bound", "sum"),
+        n_tiny=("tiny", "sum"),
+    )
+    g = g.reset_index().sort_values(
+        ["host_bound_device_idle_ns", "host_bound_idle_ns", "n_tiny", "op"],
+        ascending=[False, False, False, True],
+        kind="stable",
+    )
+    if keys:
+        return g.groupby(keys, observed=True).head(n)
+    return g.head(n)
+
+
+def summarize_launches(
+    intervals: pd.DataFrame,
+    *,
+    walls: pd.DataFrame,
+    min_graph_run: int,
+    host_bound_share: float,
+    top_n: int,
+) -> tuple[dict, list[str]]:
+    """The "launches" section (plain Python values) and notes on what is missing."""
+    notes: list[str] = []
+    lt = launch_table(intervals)
+    n_launched = int(lt["launched"].sum())
+    if n_launched == 0:
+        notes.append(
+            "kernel launches: not computed: no device interval is joined to a launch call "
+            f"({', '.join(LAUNCH_APIS)}); the trace has no cuda_runtime/cuda_driver events "
+            "or their correlations are missing."
+        )
+        return {"computed": False}, notes
+    n_neg = int(lt["delay_negative"].sum())
+    if n_neg:
+        notes.append(
+            f"kernel launches: {n_neg} interval(s) started before their launch call ended "
+            "(host/device clock disagreement); their launch_delay counts as 0."
+        )
+    n_unlaunched = int((~lt["launched"]).sum())
+    keys_s = ["rank", "device", "stream"]
+    per_stream = _per_group(lt, keys_s)
+    st_ops = top_ops(lt, 3, keys_s)
+    ops_map = st_ops.groupby(keys_s)["op"].agg(list).to_dict()
+    per_stream["top_ops"] = [
+        ops_map.get(k, []) for k in zip(*(per_stream[c].to_numpy() for c in keys_s))
+    ]  # one entry per stream (few), not per interval
+    cands = graph_candidates(lt, min_run=min_graph_run)
+    in_steps = lt.loc[lt["iteration"] >= 0]
+    per_it = _per_group(in_steps, ["rank", "iteration"]) if len(in_steps) else None
+    if per_it is not None:
+        sav = cands.groupby(["rank", "iteration"])[["saving_ns", "device_idle_saving_ns"]].sum()
+        sav = sav.rename(columns=lambda c: "graph_" + c).reset_index()
+        per_it = per_it.merge(sav, on=["rank", "iteration"], how="left")
+        per_it = per_it.merge(walls, on=["rank", "iteration"], how="left")
+        for c in ("graph_saving_ns", "graph_device_idle_saving_ns"):
+            per_it[c] = per_it[c].fillna(0).astype(np.int64)
+        share = per_it["host_bound_device_idle_ns"] / per_it["wall_ns"].where(per_it["wall_ns"] > 0)
+        per_it["host_bound_share"] = share
+        per_it["flagged"] = (share > host_bound_share).fillna(False).astype(bool)
+        keys_i = ["rank", "iteration"]
+        it_ops = top_ops(in_steps, 3, keys_i).groupby(keys_i)["op"].agg(list).to_dict()
+        per_it["top_ops"] = [
+            it_ops.get(k, []) for k in zip(*(per_it[c].to_numpy() for c in keys_i))
+        ]  # one entry per (rank, iteration)
+    n_rank_steps = len(walls)
+
+    def per_step(col: str, frame: pd.DataFrame) -> float | None:
+        if not n_rank_steps:
+            return None
+        return float(frame[col].sum()) / n_rank_steps / 1e6
+
+    counted = lt.loc[lt["delay_counted"]]
+    cands_steps = cands.loc[cands["iteration"] >= 0]
+    section = {
+        "computed": True,
+        "n_intervals": len(lt),
+        "n_launched": n_launched,
+        "n_without_launch_call": n_unlaunched,
+        "n_negative_delay": n_neg,
+        "launch_cpu_ns": int(lt["launch_cpu_ns"].sum()),
+        "launch_delay": stats_ns(counted["launch_delay_ns"]),
+        "n_host_bound": int(lt["host_bound"].sum()),
+        "host_bound_idle_ns": int(lt["host_bound_idle_ns"].sum()),
+        "host_bound_device_idle_ns": int(lt["host_bound_device_idle_ns"].sum()),
+        "n_tiny": int(lt["tiny"].sum()),
+        "tiny_dur_ns": int(lt.loc[lt["tiny"], "dur"].sum()),
+        "tiny_share": float(lt["tiny"].sum()) / n_launched,
+        "n_graph_candidates": len(cands),
+        "graph_saving_ns": int(cands["saving_ns"].sum()),
+        "graph_device_idle_saving_ns": int(cands["device_idle_saving_ns"].sum()),
+        "n_rank_steps": n_rank_steps,
+        "host_bound_idle_ms_per_step": per_step("host_bound_idle_ns", in_steps),
+        "host_bound_device_idle_ms_per_step": per_step("host_bound_device_idle_ns", in_steps),
+        "launch_cpu_ms_per_step": per_step("launch_cpu_ns", in_steps),
+        "graph_saving_ms_per_step": per_step("saving_ns", cands_steps),
+        "graph_device_idle_saving_ms_per_step": per_step("device_idle_saving_ns", cands_steps),
+        "n_flagged_iterations": int(per_it["flagged"].sum()) if per_it is not None else 0,
+        "per_stream": per_stream.to_dict("records"),
+        "per_iteration": per_it.to_dict("records") if per_it is not None else [],
+        "top_ops": top_ops(lt, top_n).to_dict("records"),
+        "graph_candidates": cands.head(top_n).to_dict("records"),
+    }
+    return section, notes

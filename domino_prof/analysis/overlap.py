@@ -1,0 +1,232 @@
+"""Comm/compute overlap, exactly as docs/METRICS.md "Overlap" defines it.
+
+For a window W (a rank, a stream, one collective, an op name, a phase, an iteration):
+``C`` = length of the union of W's comm intervals, ``H`` = length of that union
+intersected with the union of all compute on any stream of the same rank's device,
+``E = C - H``, ``hidden_pct = 100 H / C`` (NaN in frames when C = 0; null in JSON).
+Comm overlapping only comm or memory work is not hidden (memory and comm are simply
+not part of the compute reference). Integer ns throughout.
+
+:func:`analyze` is the package entry point: classify, overlap tables, totals, then the
+overheads analysis (``analysis.overheads``, when present).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pandas as pd
+
+from domino_prof.analysis import intervals as iv
+from domino_prof.analysis.classify import Classified, classify, tuple_ids
+from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.analysis.document import Analysis
+from domino_prof.trace.schema import Trace
+
+NS_COLS = ("comm_ns", "hidden_ns", "exposed_ns")
+
+
+def _dev_codes(cl: Classified, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Dense (rank, device) ids shared by query rows and the compute reference."""
+    n_ref = len(cl.ref_rank)
+    r = np.concatenate([cl.ref_rank, np.asarray(rank, dtype=np.int64)])
+    d = np.concatenate([cl.ref_device, np.asarray(device, dtype=np.int64)])
+    if len(r) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    inv = tuple_ids(r, d)  # order-preserving: the reference stays sorted by its key
+    return inv[:n_ref], inv[n_ref:]
+
+
+def hidden_of(cl: Classified, rank, device, starts, ends) -> np.ndarray:
+    """Length of each ``[start, end)`` covered by compute of its (rank, device)."""
+    ref_k, q_k = _dev_codes(cl, rank, device)
+    return iv.grouped_intersection(q_k, starts, ends, ref_k, cl.ref_start, cl.ref_end)
+
+
+def _with_derived(df: pd.DataFrame) -> pd.DataFrame:
+    df["comm_ns"] = df["comm_ns"].astype(np.int64)
+    df["hidden_ns"] = df["hidden_ns"].astype(np.int64)
+    df["exposed_ns"] = (df["comm_ns"] - df["hidden_ns"]).astype(np.int64)
+    c = df["comm_ns"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df["hidden_pct"] = np.where(c > 0, 100.0 * df["hidden_ns"].to_numpy() / c, np.nan)
+    return df
+
+
+def group_overlap(cl: Classified, keys: list[str], *, rows: pd.DataFrame | None = None):
+    """C and H of the union of comm intervals per group ``keys`` (keys must include
+    ``rank``); each group is measured per (rank, device) and summed over devices."""
+    iv_frame = cl.intervals
+    comm = iv_frame[iv_frame["kind"].to_numpy() == "comm"]
+    if rows is not None:
+        comm = rows
+    gcols = list(dict.fromkeys(["rank", "device", *keys]))
+    out_cols = [*gcols, "comm_ns", "hidden_ns"]
+    if len(comm) == 0:
+        res = pd.DataFrame({c: pd.Series(dtype=iv_frame[c].dtype) for c in gcols})
+        res["comm_ns"] = np.empty(0, np.int64)
+        res["hidden_ns"] = np.empty(0, np.int64)
+    else:
+        grouped = comm.groupby(gcols, sort=True, observed=True, dropna=False)
+        g = grouped.ngroup().to_numpy(np.int64)
+        res = grouped.size().reset_index()[gcols]
+        n = len(res)
+        mk, ms, me = iv.grouped_merge(g, comm["start"].to_numpy(), comm["end"].to_numpy())
+        comm_ns = iv._bincount_i64(mk, me - ms, n)
+        grank = res["rank"].to_numpy(np.int64)[mk]
+        gdev = res["device"].to_numpy(np.int64)[mk]
+        hidden_ns = iv._bincount_i64(mk, hidden_of(cl, grank, gdev, ms, me), n)
+        res["comm_ns"] = comm_ns
+        res["hidden_ns"] = hidden_ns
+    res = res[out_cols]
+    if "device" not in keys:
+        res = res.groupby(keys, sort=True, observed=True, dropna=False)[
+            ["comm_ns", "hidden_ns"]
+        ].sum().reset_index()  # fmt: skip
+    return res
+
+
+def _on_all(all_keys: pd.DataFrame, part: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Left-join comm figures onto every key present in the trace (missing -> 0)."""
+    df = all_keys.merge(part, on=keys, how="left")
+    for c in ("comm_ns", "hidden_ns"):
+        df[c] = df[c].fillna(0).astype(np.int64)
+    return df
+
+
+def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
+    """All per-window tables (see docs/ARCHITECTURE.md section 2)."""
+    f = cl.intervals
+    # per rank: every rank of the trace, also those without comm
+    all_ranks = pd.DataFrame({"rank": np.asarray(sorted(ranks), dtype=np.int64)})
+    by_rank = _with_derived(_on_all(all_ranks, group_overlap(cl, ["rank"]), ["rank"]))
+
+    # per stream (comm restricted to the stream); every stream with any interval
+    sk = ["rank", "device", "stream"]
+    streams = f[sk].drop_duplicates().sort_values(sk, ignore_index=True)
+    by_stream = _with_derived(_on_all(streams, group_overlap(cl, sk), sk))
+
+    # per collective instance: one comm interval each
+    comm = f[f["kind"].to_numpy() == "comm"]
+    by_collective = comm[
+        ["rank", "device", "stream", "correlation", "name", "start", "end", "op", "phase",
+         "iteration", "coll_name", "msg_nelems"]
+    ].reset_index(drop=True)  # fmt: skip
+    by_collective["comm_ns"] = (comm["end"] - comm["start"]).to_numpy(np.int64)
+    by_collective["hidden_ns"] = hidden_of(
+        cl,
+        comm["rank"].to_numpy(),
+        comm["device"].to_numpy(),
+        comm["start"].to_numpy(),
+        comm["end"].to_numpy(),
+    )
+    by_collective = _with_derived(by_collective)
+
+    # per op name (comm ops only)
+    by_op = _with_derived(group_overlap(cl, ["rank", "op"]))
+    by_op["op"] = by_op["op"].astype(str)
+    by_op = by_op.sort_values(["rank", "exposed_ns", "op"], ascending=[True, False, True],
+                              ignore_index=True)  # fmt: skip
+
+    # per phase: every (rank, phase) with any interval
+    pk = ["rank", "phase"]
+    phases = f[pk].drop_duplicates()
+    phases["phase"] = phases["phase"].astype(str)
+    part = group_overlap(cl, pk)
+    part["phase"] = part["phase"].astype(str)
+    by_phase = _with_derived(_on_all(phases.sort_values(pk, ignore_index=True), part, pk))
+
+    # per iteration: every (rank, iteration) with any interval, plus wall time
+    ik = ["rank", "iteration"]
+    wall = f.groupby(ik, sort=True).agg(first=("start", "min"), last=("end", "max")).reset_index()
+    wall["wall_ns"] = (wall["last"] - wall["first"]).astype(np.int64)
+    by_iteration = _with_derived(_on_all(wall[[*ik, "wall_ns"]], group_overlap(cl, ik), ik))
+    w = by_iteration["wall_ns"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        by_iteration["exposed_comm_share"] = np.where(
+            w > 0, by_iteration["exposed_ns"].to_numpy() / w, np.nan
+        )
+    by_iteration = by_iteration[[*ik, *NS_COLS, "hidden_pct", "wall_ns", "exposed_comm_share"]]
+    return {
+        "by_rank": by_rank,
+        "by_stream": by_stream,
+        "by_collective": by_collective,
+        "by_op": by_op,
+        "by_phase": by_phase,
+        "by_iteration": by_iteration,
+    }
+
+
+def totals_of(tables: dict[str, pd.DataFrame], intervals: pd.DataFrame) -> dict:
+    """Whole-trace totals: sums over ranks; per-step means over (rank, iteration) rows
+    of real steps (iteration >= 0)."""
+    r = tables["by_rank"]
+    c, h = int(r["comm_ns"].sum()), int(r["hidden_ns"].sum())
+    it = tables["by_iteration"]
+    steps = it[it["iteration"] >= 0]
+    outside = it[it["iteration"] < 0]
+    n_steps = int(steps["iteration"].nunique())
+    return {
+        "comm_ns": c,
+        "hidden_ns": h,
+        "exposed_ns": c - h,
+        "hidden_pct": (100.0 * h / c) if c > 0 else None,
+        "n_ranks": len(r),
+        "n_iterations": n_steps,
+        "step_ms": float(steps["wall_ns"].mean() / 1e6) if len(steps) else None,
+        "exposed_ms_per_step": float(steps["exposed_ns"].mean() / 1e6) if len(steps) else None,
+        "comm_ms_per_step": float(steps["comm_ns"].mean() / 1e6) if len(steps) else None,
+        "outside_steps": {
+            "intervals": int((intervals["iteration"] < 0).sum()),
+            "comm_ns": int(outside["comm_ns"].sum()),
+            "exposed_ns": int(outside["exposed_ns"].sum()),
+        },
+        "intervals_by_kind": {
+            k: int(v) for k, v in intervals["kind"].value_counts(sort=False).items()
+        },
+    }
+
+
+def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
+    """Classify a loaded trace and compute every overlap number (docs/METRICS.md)."""
+    config = AnalysisConfig() if config is None else config
+    cl = classify(trace, config)
+    ranks = sorted(trace.rank_ids) if trace.ranks else sorted(
+        int(x) for x in cl.intervals["rank"].unique()
+    )  # fmt: skip
+    tables = overlap_tables(cl, ranks)
+    notes = list(cl.notes)
+    for path, why in trace.skipped:
+        notes.append(f"skipped {path}: {why}")
+    n_out = int((cl.intervals["iteration"] < 0).sum())
+    if n_out:
+        notes.append(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)")
+    no_comm = [int(x) for x in tables["by_rank"].query("comm_ns == 0")["rank"]]
+    if no_comm:
+        notes.append(f"ranks without comm (hidden % undefined): {no_comm}")
+    a = Analysis(
+        config=config,
+        source=trace.source,
+        ranks=ranks,
+        mode=cl.mode,
+        intervals=cl.intervals,
+        totals=totals_of(tables, cl.intervals),
+        notes=notes,
+        **tables,
+    )
+    a.overheads = _overheads(trace, a, config)
+    return a
+
+
+def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict | None:
+    try:
+        mod = importlib.import_module("domino_prof.analysis.overheads")
+    except ModuleNotFoundError as e:
+        if e.name != "domino_prof.analysis.overheads":
+            raise
+        a.notes.append("overheads analysis not available (domino_prof.analysis.overheads)")
+        return None
+    out = mod.analyze_overheads(trace, a.intervals, config)
+    a.notes.extend(out.get("notes", []))  # what the overheads could not compute, and why
+    return out

@@ -1,0 +1,260 @@
+"""Derived views the report draws: one step's timeline split into hidden/exposed
+comm, the layer x micro-batch grid, per-op tables pooled over ranks, A/B deltas.
+
+Pure functions (frames in, frames out), vectorised numpy; no plotting, no
+printing. The numbers follow ``docs/METRICS.md``: a comm interval's *hidden*
+part is its intersection with the union of compute intervals on any stream of
+the same rank's device; the rest is *exposed*. Comm overlapping only comm or
+memory work is not hidden.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from domino_prof.analysis.intervals import merge
+
+PARTS: tuple[str, ...] = ("compute", "comm_hidden", "comm_exposed", "memory")
+_LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
+
+
+def _split_against(
+    s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut each [s, e) at the boundaries of the disjoint sorted union (us, ue).
+
+    Returns (owner index, piece start, piece end, piece inside union?)."""
+    if len(us) == 0:  # nothing to be hidden behind: every interval is one piece, outside
+        return np.arange(len(s)), s, e, np.zeros(len(s), dtype=bool)
+    bounds = np.concatenate([us, ue])
+    bounds.sort(kind="stable")
+    lo = np.searchsorted(bounds, s, side="right")
+    hi = np.searchsorted(bounds, e, side="left")
+    n_inner = np.maximum(hi - lo, 0)
+    n_pieces = n_inner + 1
+    owner = np.repeat(np.arange(len(s)), n_pieces)
+    first = np.r_[0, np.cumsum(n_pieces)[:-1]]
+    k = np.arange(len(owner)) - np.repeat(first, n_pieces)  # piece number within its owner
+    # piece k of owner i spans [cut_{k}, cut_{k+1}) with cut_0 = s_i, cut_{m} = e_i
+    cut_idx = np.repeat(lo, n_pieces) + k - 1
+    is_first = k == 0
+    is_last = k == np.repeat(n_pieces, n_pieces) - 1
+    last = len(bounds) - 1
+    p_start = np.where(is_first, s[owner], bounds[np.clip(cut_idx, 0, last)])
+    p_end = np.where(is_last, e[owner], bounds[np.clip(cut_idx + 1, 0, last)])
+    # a piece never straddles a union boundary: it is inside iff its start is
+    j = np.searchsorted(us, p_start, side="right") - 1
+    inside = (j >= 0) & (p_start < ue[np.clip(j, 0, len(ue) - 1)])
+    keep = p_end > p_start
+    return owner[keep], p_start[keep], p_end[keep], inside[keep]
+
+
+def split_hidden_exposed(
+    intervals: pd.DataFrame, *, rank: int | None = None, iteration: int | None = None
+) -> pd.DataFrame:
+    """Device intervals as drawable pieces: compute, memory, and every comm interval
+    cut into its hidden and exposed sub-intervals.
+
+    ``rank`` / ``iteration`` select rows first (None = all). Columns of the result:
+    ``rank, stream, start, end`` (int64 ns), ``part`` (one of :data:`PARTS`),
+    ``name``, ``op`` (str), ``src`` (row position in the selected ``intervals``).
+    Sum of comm_hidden piece lengths per rank == hidden comm of METRICS.md when the
+    comm intervals of a rank do not overlap each other.
+    """
+    cols = ["rank", "stream", "start", "end", "part", "name", "op", "src"]
+    df = intervals
+    if rank is not None:
+        df = df[df["rank"] == rank]
+    if iteration is not None:
+        df = df[df["iteration"] == iteration]
+    if len(df) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("part", "name", "op") else
+                                          np.int64) for c in cols})
+    df = df.reset_index(drop=True)
+    kind = df["kind"].astype(str).to_numpy()
+    ranks = df["rank"].to_numpy()
+    starts = df["start"].to_numpy(np.int64)
+    ends = df["end"].to_numpy(np.int64)
+    out = []
+    plain = np.flatnonzero(kind != "comm")
+    out.append(pd.DataFrame({
+        "src": plain, "start": starts[plain], "end": ends[plain],
+        "part": np.where(kind[plain] == "compute", "compute", "memory"),
+    }))  # fmt: skip
+    for r in np.unique(ranks):
+        on_rank = ranks == r
+        comp = np.flatnonzero(on_rank & (kind == "compute"))
+        comm = np.flatnonzero(on_rank & (kind == "comm"))
+        if len(comm) == 0:
+            continue
+        us, ue = merge(starts[comp], ends[comp])
+        owner, ps, pe, inside = _split_against(starts[comm], ends[comm], us, ue)
+        out.append(pd.DataFrame({
+            "src": comm[owner], "start": ps, "end": pe,
+            "part": np.where(inside, "comm_hidden", "comm_exposed"),
+        }))  # fmt: skip
+    res = pd.concat(out, ignore_index=True)
+    src = res["src"].to_numpy()
+    res["rank"] = df["rank"].to_numpy(np.int64)[src]
+    res["stream"] = df["stream"].to_numpy(np.int64)[src]
+    res["name"] = df["name"].astype(str).to_numpy()[src]
+    res["op"] = df["op"].astype(str).to_numpy()[src] if "op" in df else "(none)"
+    res = res.sort_values(["rank", "stream", "start"], kind="stable").reset_index(drop=True)
+    return res[cols]
+
+
+def merge_for_display(pieces: pd.DataFrame, *, max_per_lane: int) -> tuple[pd.DataFrame, bool]:
+    """Merge pieces of one part on one (rank, stream) lane that lie closer than
+    ``lane span / max_per_lane`` so that a lane keeps at most about ``max_per_lane``
+    rectangles per part. Returns (frame with ``count`` and ``busy_ns`` columns,
+    whether anything was merged). Display-only: no metric is computed from it."""
+    p = pieces.copy()
+    p["count"] = 1
+    p["busy_ns"] = p["end"] - p["start"]
+    if len(p) == 0:
+        return p, False
+    lane_n = p.groupby(["rank", "stream"], sort=False)["start"].transform("size").to_numpy()
+    if (lane_n <= max_per_lane).all():
+        return p, False
+    span = (p.groupby(["rank", "stream"], sort=False)["end"].transform("max")
+            - p.groupby(["rank", "stream"], sort=False)["start"].transform("min")).to_numpy()
+    min_gap = np.where(lane_n > max_per_lane, span / max_per_lane, -1.0)
+    p["_gap"] = min_gap
+    p = p.sort_values(["rank", "stream", "part", "start"], kind="stable").reset_index(drop=True)
+    key = (p["rank"].to_numpy(), p["stream"].to_numpy(), p["part"].to_numpy())
+    same = np.ones(len(p), dtype=bool)
+    same[0] = False
+    for k in key:
+        same[1:] &= k[1:] == k[:-1]
+    s = p["start"].to_numpy()
+    # running max end of the earlier pieces of the same lane and part
+    run_end = p.groupby(["rank", "stream", "part"], sort=False)["end"].cummax().to_numpy()
+    prev_end = np.r_[np.int64(0), run_end[:-1]]
+    gap = p["_gap"].to_numpy()
+    # lanes within the limit keep every piece; others merge across gaps below min_gap
+    new = ~same | (gap < 0) | (s - prev_end > gap)
+    gid = np.cumsum(new) - 1
+    g = p.groupby(gid, sort=False)
+    merged = pd.DataFrame({
+        "rank": g["rank"].first(), "stream": g["stream"].first(), "start": g["start"].min(),
+        "end": g["end"].max(), "part": g["part"].first(), "name": g["name"].first(),
+        "op": g["op"].first(), "src": g["src"].first(), "count": g["count"].sum(),
+        "busy_ns": g["busy_ns"].sum(),
+    })  # fmt: skip
+    merged = merged.sort_values(["rank", "stream", "start"], kind="stable")
+    return merged.reset_index(drop=True), True
+
+
+def pick_iteration(by_iteration: pd.DataFrame | None) -> int | None:
+    """The step to draw: the one whose wall time is closest to the median (ties:
+    the earliest); None when there are no steps."""
+    if by_iteration is None or len(by_iteration) == 0 or "iteration" not in by_iteration:
+        return None
+    it = by_iteration[by_iteration["iteration"] >= 0]
+    if len(it) == 0:
+        return None
+    if "wall_ns" not in it:
+        return int(it["iteration"].min())
+    wall = it.groupby("iteration", sort=True)["wall_ns"].max()
+    med = float(np.median(wall.to_numpy()))
+    dist = (wall - med).abs()
+    return int(dist.idxmin())
+
+
+def _pct(hidden: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(comm > 0, 100.0 * hidden / np.where(comm > 0, comm, 1), np.nan)
+
+
+def op_table(by_op: pd.DataFrame | None) -> pd.DataFrame:
+    """Per op name, pooled over ranks: ``op, n_ranks, comm_ns, hidden_ns, exposed_ns``
+    (sums), ``hidden_pct`` (100*sum hidden/sum comm; NaN when no comm), sorted by
+    exposed comm, largest first. Ops without comm are left out."""
+    cols = ["op", "n_ranks", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct"]
+    if by_op is None or len(by_op) == 0:
+        return pd.DataFrame(columns=cols)
+    df = by_op.assign(op=by_op["op"].astype(str))
+    g = df.groupby("op", sort=False, observed=True)
+    t = pd.DataFrame({
+        "n_ranks": g["rank"].nunique() if "rank" in df else 1,
+        "comm_ns": g["comm_ns"].sum(), "hidden_ns": g["hidden_ns"].sum(),
+        "exposed_ns": g["exposed_ns"].sum(),
+    }).reset_index()  # fmt: skip
+    t = t[t["comm_ns"] > 0]
+    t["hidden_pct"] = _pct(t["hidden_ns"].to_numpy(float), t["comm_ns"].to_numpy(float))
+    t = t.sort_values(["exposed_ns", "op"], ascending=[False, True], kind="stable")
+    return t[cols].reset_index(drop=True)
+
+
+def layer_grid(by_op: pd.DataFrame | None) -> pd.DataFrame:
+    """Hidden % by layer x micro-batch from op names ``fwd.layer_attn_{L}_batch_{b}`` /
+    ``..._mlp_...`` / ``bwd....``, pooled over ranks. Columns: ``phase`` (fwd/bwd),
+    ``block`` (attn/mlp), ``layer``, ``batch`` (int), ``comm_ns, hidden_ns,
+    exposed_ns``, ``hidden_pct`` (NaN when no comm). Empty when no op matches."""
+    cols = ["phase", "block", "layer", "batch", "comm_ns", "hidden_ns", "exposed_ns",
+            "hidden_pct"]  # fmt: skip
+    t = op_table_all(by_op)
+    if len(t) == 0:
+        return pd.DataFrame(columns=cols)
+    parts = t["op"].str.extract(_LAYER_OP)
+    ok = parts[0].notna().to_numpy()
+    if not ok.any():
+        return pd.DataFrame(columns=cols)
+    t = t[ok].reset_index(drop=True)
+    parts = parts[ok].reset_index(drop=True)
+    out = pd.DataFrame({
+        "phase": parts[0], "block": parts[1], "layer": parts[2].astype(np.int64),
+        "batch": parts[3].astype(np.int64), "comm_ns": t["comm_ns"],
+        "hidden_ns": t["hidden_ns"], "exposed_ns": t["exposed_ns"],
+        "hidden_pct": t["hidden_pct"],
+    })  # fmt: skip
+    return out.sort_values(["phase", "layer", "block", "batch"]).reset_index(drop=True)[cols]
+
+
+def op_table_all(by_op: pd.DataFrame | None) -> pd.DataFrame:
+    """Like :func:`op_table` but keeping ops without comm (hidden_pct NaN)."""
+    if by_op is None or len(by_op) == 0:
+        return pd.DataFrame(columns=["op", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct"])
+    df = by_op.assign(op=by_op["op"].astype(str))
+    g = df.groupby("op", sort=False, observed=True)
+    t = pd.DataFrame({"comm_ns": g["comm_ns"].sum(), "hidden_ns": g["hidden_ns"].sum(),
+                      "exposed_ns": g["exposed_ns"].sum()}).reset_index()
+    t["hidden_pct"] = _pct(t["hidden_ns"].to_numpy(float), t["comm_ns"].to_numpy(float))
+    return t
+
+
+def compare_ops(a_by_op: pd.DataFrame | None, b_by_op: pd.DataFrame | None, *,
+                a_steps: int, b_steps: int, a_ranks: int, b_ranks: int) -> pd.DataFrame:
+    """Per-op exposed and hidden comm per step and rank (ns; sums / ranks / steps; a
+    count of 0 is taken as 1), for A and B, outer-joined on op name, with
+    ``delta_exposed_ns = b - a``. Sorted by |delta|, largest first."""
+    def per_step(by_op: pd.DataFrame | None, steps: int, ranks: int) -> pd.DataFrame:
+        t = op_table(by_op)
+        k = max(steps, 1) * max(ranks, 1)
+        return pd.DataFrame({"op": t["op"], "exposed": t["exposed_ns"] / k,
+                             "comm": t["comm_ns"] / k, "hidden_pct": t["hidden_pct"]})
+
+    a = per_step(a_by_op, a_steps, a_ranks)
+    b = per_step(b_by_op, b_steps, b_ranks)
+    m = a.merge(b, on="op", how="outer", suffixes=("_a", "_b"))
+    for c in ("exposed_a", "exposed_b", "comm_a", "comm_b"):
+        m[c] = m[c].fillna(0.0)
+    m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]
+    m = m.rename(columns={"exposed_a": "exposed_ns_a", "exposed_b": "exposed_ns_b",
+                          "comm_a": "comm_ns_a", "comm_b": "comm_ns_b"})
+    order = np.argsort(-np.abs(m["delta_exposed_ns"].to_numpy()), kind="stable")
+    return m.iloc[order].reset_index(drop=True)
+
+
+def launch_delay_values(intervals: pd.DataFrame | None) -> np.ndarray:
+    """``launch_delay_ns`` of every counted launch (METRICS.md "Kernel launches", as
+    computed by :func:`domino_prof.analysis.launches.launch_table`), for a histogram."""
+    if intervals is None or len(intervals) == 0 or "launch_end" not in intervals:
+        return np.empty(0, np.int64)
+    from domino_prof.analysis.launches import launch_table
+
+    lt = launch_table(intervals)
+    return lt.loc[lt["delay_counted"], "launch_delay_ns"].to_numpy(np.int64)

@@ -1,0 +1,55 @@
+"""The ranked findings of ``analysis.overheads`` as a rich table (printed by `analyze`).
+
+Rendering only: every number comes from the overheads dict; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def _fmt_num(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    s = f"{x:.3f}" if isinstance(x, float) else str(x)
+    return f"{s} {unit}".strip()
+
+
+def format_where(where: dict | None) -> str:
+    """'rank 0 · stream 7->13 · op fwd.mlp · iter 1', skipping the parts that are None."""
+    w = where or {}
+    parts = []
+    for key, label in (("rank", "rank"), ("stream", "stream"), ("op", "op"),
+                       ("iteration", "iter")):  # fmt: skip
+        if w.get(key) is not None:
+            parts.append(f"{label} {w[key]}")
+    return " · ".join(parts) or "-"
+
+
+def findings_table(overheads: dict) -> Table:
+    """Severity, the number, where, the suggested fix and the estimated gain per step."""
+    table = Table(title="Findings (overheads beyond overlap)", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("severity")
+    table.add_column("finding", ratio=2)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("where", ratio=2)
+    table.add_column("fix", ratio=4)
+    table.add_column("gain ms/step", justify="right", no_wrap=True)
+    findings = (overheads or {}).get("findings") or []
+    for i, f in enumerate(findings, 1):
+        sev = f.get("severity", "low")
+        table.add_row(
+            str(i),
+            f"[{_STYLE.get(sev, '')}]{sev}[/]",
+            f.get("title", ""),
+            _fmt_num(f.get("value"), f.get("unit", "")),
+            format_where(f.get("where")),
+            f.get("fix", ""),
+            _fmt_num(f.get("est_gain_ms_per_step")),
+        )
+    if not findings:
+        table.add_row("", "", "no overhead above its threshold", "", "", "", "")
+    return table

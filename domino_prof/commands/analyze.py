@@ -1,0 +1,345 @@
+"""`domino-prof analyze PATH`: exact comm/compute overlap of a Kineto trace.
+
+Prints a summary a person reads in ten seconds (headline, per-rank table, top exposed
+op names, findings) and optionally writes the versioned JSON document (``--json``) and
+the HTML report (``--html``). Every number comes from ``domino_prof.analysis``; this
+module only parses flags and formats.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from domino_prof.commands._common import user_errors
+from domino_prof.errors import ConfigError
+
+NA = "n/a"
+
+
+class By(str, Enum):
+    stream = "stream"
+    op = "op"
+    iteration = "iteration"
+    collective = "collective"
+    phase = "phase"
+
+
+def parse_thresholds(items: list[str] | None) -> dict[str, float]:
+    """``KEY=VALUE`` strings -> dict; the overheads module validates keys and values."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--threshold {item!r} is not KEY=VALUE; e.g. --threshold top_n=5")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"--threshold {item!r}: {value!r} is not a number; give KEY=NUMBER"
+            ) from None
+    try:
+        overheads = importlib.import_module("domino_prof.analysis.overheads")
+    except ModuleNotFoundError as e:
+        if e.name != "domino_prof.analysis.overheads":
+            raise
+        return out
+    overheads.resolve_thresholds(out)  # fail before a long load on a bad key or value
+    return out
+
+
+# --------------------------------------------------------------------------- formatting
+def pct(x: Any) -> str:
+    """A percentage, or ``n/a`` when undefined (no comm): never 0, never NaN."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return NA
+    return f"{float(x):.1f}%"
+
+
+def ms(ns: Any, digits: int = 3) -> str:
+    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
+        return NA
+    return f"{float(ns) / 1e6:.{digits}f}"
+
+
+def ms_value(x: Any, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return NA
+    return f"{float(x):.{digits}f}"
+
+
+def _table(title: str, columns: list[str], right: set[str]):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold", expand=False)
+    for c in columns:
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold")
+    return t
+
+
+def headline(a) -> str:
+    t = a.totals
+    per_step = (
+        f"{ms_value(t['exposed_ms_per_step'])} ms exposed comm per step"
+        if t["exposed_ms_per_step"] is not None
+        else "exposed comm per step n/a (no ProfilerStep#N windows)"
+    )
+    step = f"step {ms_value(t['step_ms'])} ms" if t["step_ms"] is not None else "step n/a"
+    return (
+        f"hidden comm {pct(t['hidden_pct'])} | {per_step} | {step}\n"
+        f"{t['n_ranks']} rank(s), {t['n_iterations']} iteration(s) | "
+        f"comm {ms(t['comm_ns'])} ms, exposed {ms(t['exposed_ns'])} ms | {a.mode} trace"
+    )
+
+
+def rank_table(a, *, top: int):
+    import pandas as pd
+
+    r = a.by_rank.copy()
+    it = a.by_iteration[a.by_iteration["iteration"] >= 0]
+    per = it.groupby("rank").agg(
+        steps=("iteration", "nunique"), step_ns=("wall_ns", "mean"), exp_ns=("exposed_ns", "mean")
+    )
+    r = r.merge(per, left_on="rank", right_index=True, how="left")
+    title = "Per rank"
+    if len(r) > max(top, 8):
+        title = f"Per rank: the {top} with the most exposed comm (of {len(r)}; all in --json)"
+        r = r.sort_values(["exposed_ns", "rank"], ascending=[False, True]).head(top)
+    t = _table(
+        title,
+        ["rank", "comm ms", "hidden ms", "exposed ms", "hidden %", "steps", "step ms",
+         "exposed ms/step"],
+        {"comm ms", "hidden ms", "exposed ms", "hidden %", "steps", "step ms", "exposed ms/step"},
+    )  # fmt: skip
+    for row in r.to_dict("records"):
+        steps = row.get("steps")
+        t.add_row(
+            str(row["rank"]),
+            ms(row["comm_ns"]),
+            ms(row["hidden_ns"]),
+            ms(row["exposed_ns"]),
+            pct(row["hidden_pct"]),
+            "0" if steps is None or pd.isna(steps) else str(int(steps)),
+            ms(row.get("step_ns")),
+            ms(row.get("exp_ns")),
+        )
+    return t
+
+
+def top_ops_table(a, *, top: int):
+    ops = a.by_op[a.by_op["comm_ns"] > 0]
+    if len(ops) == 0:
+        return None
+    if len(a.ranks) <= 4:
+        ops = ops.groupby("rank", sort=True, group_keys=False).head(top)
+        title = f"Top {top} exposed op names per rank"
+    else:
+        ops = ops.sort_values(["exposed_ns", "rank"], ascending=[False, True]).head(top)
+        title = f"Top {top} exposed (rank, op name) pairs"
+    t = _table(title, ["rank", "op", "exposed ms", "comm ms", "hidden %"],
+               {"exposed ms", "comm ms", "hidden %"})  # fmt: skip
+    for row in ops.to_dict("records"):
+        t.add_row(str(row["rank"]), str(row["op"]), ms(row["exposed_ns"]), ms(row["comm_ns"]),
+                  pct(row["hidden_pct"]))  # fmt: skip
+    return t
+
+
+_BY_COLUMNS = {
+    By.stream: ["rank", "device", "stream"],
+    By.op: ["rank", "op"],
+    By.iteration: ["rank", "iteration"],
+    By.collective: ["rank", "stream", "name", "op", "iteration"],
+    By.phase: ["rank", "phase"],
+}
+_BY_TABLE = {
+    By.stream: "by_stream",
+    By.op: "by_op",
+    By.iteration: "by_iteration",
+    By.collective: "by_collective",
+    By.phase: "by_phase",
+}
+MAX_BY_ROWS = 60
+
+
+def by_table(a, by: By):
+    df = getattr(a, _BY_TABLE[by])
+    keys = _BY_COLUMNS[by]
+    extra = ["wall ms", "exposed share"] if by is By.iteration else []
+    cols = [*keys, "comm ms", "hidden ms", "exposed ms", "hidden %", *extra]
+    n = len(df)
+    if by is By.collective:
+        df = df.sort_values(["exposed_ns", "rank"], ascending=[False, True])
+    title = f"By {by.value}" + (f" (first {MAX_BY_ROWS} of {n} rows; all in --json)"
+                                if n > MAX_BY_ROWS else "")  # fmt: skip
+    t = _table(title, cols, {"comm ms", "hidden ms", "exposed ms", "hidden %", *extra})
+    for row in df.head(MAX_BY_ROWS).to_dict("records"):
+        cells = [str(row[k]) if not (k == "iteration" and row[k] < 0) else "outside steps"
+                 for k in keys]  # fmt: skip
+        cells += [ms(row["comm_ns"]), ms(row["hidden_ns"]), ms(row["exposed_ns"]),
+                  pct(row["hidden_pct"])]  # fmt: skip
+        if extra:
+            share = row["exposed_comm_share"]
+            cells += [ms(row["wall_ns"]), pct(None if math.isnan(share) else 100 * share)]
+        t.add_row(*cells)
+    return t
+
+
+def findings_renderable(overheads: dict | None):
+    if not overheads or not overheads.get("findings"):
+        return None
+    try:
+        mod = importlib.import_module("domino_prof.commands._findings")
+    except ModuleNotFoundError as e:
+        if e.name != "domino_prof.commands._findings":
+            raise
+        return None
+    return mod.findings_table(overheads)
+
+
+def print_summary(a, *, by: By | None, top: int, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    console.print(f"[bold]domino-prof analyze[/bold] {a.source}")
+    console.print(headline(a), soft_wrap=True, highlight=False)
+    console.print(rank_table(a, top=top))
+    ops = top_ops_table(a, top=top)
+    if ops is not None:
+        console.print(ops)
+    if by is not None:
+        console.print(by_table(a, by))
+    f = findings_renderable(a.overheads)
+    if f is not None:
+        console.print(f)
+    for note in a.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
+
+
+# --------------------------------------------------------------------------- command
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def analyze(
+        path: Annotated[
+            Path,
+            typer.Argument(
+                help="Trace file (.json/.json.gz) or directory of per-rank traces.",
+                show_default=False,
+            ),
+        ],
+        json_out: Annotated[
+            Path | None,
+            typer.Option(
+                "--json",
+                help="Write the versioned JSON document here ('-' for stdout, no summary).",
+            ),
+        ] = None,
+        comm_pattern: Annotated[
+            str | None,
+            typer.Option(
+                help="Extra regex (re.search, "
+                "case-insensitive) for comm kernels, OR-ed with the default "
+                "(nccl/rccl/hccl/...)."
+            ),
+        ] = None,
+        comm_pattern_only: Annotated[
+            bool,
+            typer.Option(
+                "--comm-pattern-only",
+                help="Use --comm-pattern instead of the default pattern, not in addition.",
+            ),
+        ] = False,
+        memcpy_as_comm: Annotated[
+            bool,
+            typer.Option(
+                "--memcpy-as-comm", help="Count peer-to-peer copies (Memcpy PtoP) as comm."
+            ),
+        ] = False,
+        by: Annotated[
+            str | None,
+            typer.Option(
+                help="Also print one breakdown table: stream, op, iteration, collective or phase."
+            ),
+        ] = None,
+        rank: Annotated[
+            int | None,
+            typer.Option(help="Rank of a single trace file that lacks distributedInfo.rank."),
+        ] = None,
+        skip_bad: Annotated[
+            bool,
+            typer.Option(
+                "--skip-bad",
+                help="In a directory, skip unreadable rank "
+                "files (named in the notes) and analyse the rest.",
+            ),
+        ] = False,
+        html: Annotated[Path | None, typer.Option(help="Write the HTML report here.")] = None,
+        top: Annotated[int, typer.Option(help="Rows in the top-N tables (>= 1).")] = 5,
+        threshold: Annotated[
+            list[str] | None, typer.Option(help="Findings threshold KEY=VALUE (repeatable).")
+        ] = None,
+    ) -> None:
+        """Exact comm/compute overlap per rank, stream, op, phase and iteration."""
+        from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
+        from domino_prof.analysis import analyze as run_analysis
+        from domino_prof.io import atomic_write_json
+        from domino_prof.trace import load_trace
+
+        by_choice = _parse_by(by)
+        if top < 1:
+            raise ConfigError(f"--top {top}: give a number of rows >= 1")
+        config = AnalysisConfig(
+            comm_pattern=combine_comm_pattern(comm_pattern, replace=comm_pattern_only),
+            memcpy_as_comm=memcpy_as_comm,
+            overhead_thresholds=parse_thresholds(threshold),
+        )
+        trace = load_trace(path, rank=rank, skip_bad=skip_bad)
+        a = run_analysis(trace, config)
+        if json_out is not None and str(json_out) == "-":
+            sys.stdout.write(json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
+        else:
+            print_summary(a, by=by_choice, top=top)
+            if json_out is not None:
+                _write(json_out, lambda p: atomic_write_json(p, a.to_json()))
+        if html is not None:
+            report = _import_report()
+            _write(html, lambda p: report.write_report(a, p))
+
+
+def _parse_by(by: str | None) -> By | None:
+    if by is None:
+        return None
+    try:
+        return By(by.strip().lower())
+    except ValueError:
+        choices = ", ".join(b.value for b in By)
+        raise ConfigError(f"--by {by!r} is not a breakdown; choose one of: {choices}") from None
+
+
+def _import_report():
+    try:
+        return importlib.import_module("domino_prof.report")
+    except ModuleNotFoundError as e:  # plotly missing on a minimal install
+        raise ConfigError(
+            f"--html needs the report dependencies ({e.name} is missing); "
+            "pip install 'domino-prof' with plotly"
+        ) from None
+
+
+def _write(path: Path, write) -> None:
+    try:
+        write(path)
+    except (IsADirectoryError, PermissionError, FileNotFoundError, NotADirectoryError) as e:
+        raise ConfigError(
+            f"cannot write {path} ({e.strerror or e}); choose a writable file path"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"cannot write {path} ({e}); choose a writable file path") from None

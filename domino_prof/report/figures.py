@@ -1,0 +1,673 @@
+"""Figure builders: an ``Analysis`` (and optionally a run.json dict) -> one section.
+
+Each builder returns a :class:`Section` whose body is a plotly ``Figure``, a
+:class:`Table`, a list of :class:`Card`, or an :class:`Unavailable` saying why the
+figure is missing (no comm, no device activity, overheads not computed ...).
+Builders select, reshape and downsample; every number they show was computed by
+``domino_prof.analysis`` (derived views in ``domino_prof.analysis.timeline``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from domino_prof.analysis import timeline as tl
+
+COLORS = {
+    "compute": "#4E79A7",
+    "comm_hidden": "#59A14F",
+    "comm_exposed": "#E15759",
+    "memory": "#B07AA1",
+}
+PART_LABELS = {
+    "compute": "compute",
+    "comm_hidden": "comm, hidden",
+    "comm_exposed": "comm, exposed",
+    "memory": "memory (copy/set)",
+}
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+MAX_RECTS_PER_LANE = 1500
+TOP_OPS = 25
+
+
+# --- section model -------------------------------------------------------------
+@dataclass(frozen=True)
+class Unavailable:
+    """Shown in place of a figure: what is missing and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Card:
+    label: str
+    value: str
+    sub: str = ""
+    tone: str = ""  # "", "good", "bad"
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+    numeric: Sequence[bool] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    caption: str
+    body: go.Figure | Table | list[Card] | Unavailable
+    notes: tuple[str, ...] = ()
+    extra: tuple[Any, ...] = field(default=())  # further bodies shown below the first
+
+
+# --- formatting (text only; "n/a" for missing, never NaN) ------------------------
+def _missing(x: object) -> bool:
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def fmt(x: object, spec: str = ".1f", unit: str = "") -> str:
+    """Format a number, or "n/a" when it is missing/NaN."""
+    if _missing(x):
+        return "n/a"
+    return f"{x:{spec}}{unit}"
+
+
+def _none_if_nan(values: Iterable[float]) -> list[float | None]:
+    return [None if _missing(float(v)) else float(v) for v in values]
+
+
+def _base_layout(fig: go.Figure, *, height: int, **kw: Any) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white",
+        font={"family": FONT, "size": 12, "color": "#1f2933"},
+        height=height,
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        hoverlabel={"font": {"family": FONT}},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        **kw,
+    )
+    return fig
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _frame(obj: Any, name: str) -> pd.DataFrame | None:
+    f = _get(obj, name)
+    return f if isinstance(f, pd.DataFrame) else None
+
+
+def _unit_label(analysis: Any) -> str:
+    return "thread" if _get(analysis, "mode") == "cpu" else "stream"
+
+
+def _n_steps(analysis: Any) -> int:
+    totals = _get(analysis, "totals") or {}
+    n = totals.get("n_iterations") or 0
+    return int(n) if not _missing(n) else 0
+
+
+# --- headline ----------------------------------------------------------------
+def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") -> Section:
+    """Cards: hidden %, exposed comm ms/step, step time (+ speedup vs tp and fraction
+    of nocomm from a multi-mode run.json comparison row)."""
+    t = _get(analysis, "totals") or {}
+    hp = t.get("hidden_pct")
+    cards = [
+        Card("comm hidden", fmt(hp, ".1f", " %"),
+             "no comm in this trace" if _missing(hp) else
+             f"{fmt(_ns_ms(t.get('hidden_ns')), '.2f')} of {fmt(_ns_ms(t.get('comm_ns')), '.2f')} ms comm",
+             "" if _missing(hp) else ("good" if hp >= 80 else "bad" if hp < 50 else "")),
+        Card("exposed comm / step", fmt(t.get("exposed_ms_per_step"), ".3f", " ms"),
+             "comm not overlapped by compute"),
+        Card("step time", fmt(t.get("step_ms"), ".2f", " ms"),
+             f"mean over {t.get('n_iterations', 0) or 0} profiled steps"),
+    ]  # fmt: skip
+    if comparison:
+        sp = comparison.get("speedup_vs_tp")
+        fr = comparison.get("frac_of_nocomm")
+        cards.append(Card("speedup vs tp", fmt(sp, ".3f", "×"), "step time of tp / this mode",
+                          "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else "")))
+        cards.append(Card("of nocomm speed", fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
+                          "step time of nocomm / this mode (100 % = comm is free)"))
+    ranks = _get(analysis, "ranks") or []
+    cap = (f"{len(ranks)} rank(s), {_get(analysis, 'mode', 'gpu')} trace; "
+           "hidden = comm time covered by compute on any stream of the same device.")
+    return Section("headline", title or "Headline", cap, cards)
+
+
+def _ns_ms(x: object) -> float | None:
+    return None if _missing(x) else float(x) / 1e6
+
+
+# --- timeline ------------------------------------------------------------------
+def step_timeline(analysis: Any, *, iteration: int | None = None,
+                  max_per_lane: int = MAX_RECTS_PER_LANE) -> Section:
+    """One step, one lane per (rank, stream): compute / comm hidden / comm exposed."""
+    title = "One step, per rank and stream"
+    iv = _frame(analysis, "intervals")
+    if iv is None or len(iv) == 0:
+        return Section("timeline", title, "", Unavailable(
+            "No device activity in this trace (no kernel, memcpy or memset events): "
+            "nothing to draw. Was the profiler run with CUDA activities enabled?"))
+    if iteration is None:
+        iteration = tl.pick_iteration(_frame(analysis, "by_iteration"))
+    notes: list[str] = []
+    if iteration is None:
+        iteration_sel = None
+        notes.append("No ProfilerStep annotations: the whole trace is drawn.")
+    else:
+        iteration_sel = iteration
+        if not (iv["iteration"] == iteration).any():
+            iteration_sel = None
+            notes.append(f"Step {iteration} has no device intervals: the whole trace is drawn.")
+    pieces = tl.split_hidden_exposed(iv, iteration=iteration_sel)
+    n_raw = len(pieces)
+    pieces, merged = tl.merge_for_display(pieces, max_per_lane=max_per_lane)
+    if merged:
+        notes.append(
+            f"Downsampled for display: {n_raw:,} pieces drawn as {len(pieces):,} rectangles "
+            f"(neighbours of the same kind closer than 1/{max_per_lane} of a lane's span "
+            "are merged; hover shows how many). Numbers elsewhere use every interval.")
+    t0 = int(pieces["start"].min())
+    unit = _unit_label(analysis)
+    lanes = pieces[["rank", "stream"]].drop_duplicates().sort_values(["rank", "stream"])
+    lane_label = {(r, s): f"rank {r} · {unit} {s}" for r, s in lanes.itertuples(index=False)}
+    order = [lane_label[(r, s)] for r, s in lanes.itertuples(index=False)]
+    fig = go.Figure()
+    for part in tl.PARTS:
+        p = pieces[pieces["part"] == part]
+        if len(p) == 0:
+            continue
+        start_ms = (p["start"].to_numpy() - t0) / 1e6
+        dur_ms = (p["end"].to_numpy() - p["start"].to_numpy()) / 1e6
+        y = [lane_label[(r, s)] for r, s in zip(p["rank"].to_numpy(), p["stream"].to_numpy())]
+        count = p["count"].to_numpy()
+        busy_us = p["busy_ns"].to_numpy() / 1e3
+        names = p["name"].astype(str).str.slice(0, 90).to_numpy()
+        extra = np.where(count > 1, [f"<br>{c:,} pieces merged, busy {b:,.1f} µs"
+                                     for c, b in zip(count, busy_us)], "")
+        custom = np.stack([names, p["op"].astype(str).to_numpy(), extra], axis=1)
+        fig.add_trace(go.Bar(
+            name=PART_LABELS[part], orientation="h", y=y, x=dur_ms, base=start_ms,
+            marker={"color": COLORS[part], "line": {"width": 0}}, width=0.72,
+            customdata=custom,
+            hovertemplate=("<b>%{customdata[0]}</b><br>op: %{customdata[1]}<br>"
+                           f"{PART_LABELS[part]}: " "%{x:.4f} ms at +%{base:.4f} ms"
+                           "%{customdata[2]}<extra></extra>"),
+        ))  # fmt: skip
+    _base_layout(fig, height=110 + 34 * len(order), barmode="overlay", bargap=0.2)
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], title=None)
+    fig.update_xaxes(title="ms since the step's first device activity", zeroline=False)
+    which = f"step {iteration_sel}" if iteration_sel is not None else "whole trace"
+    cap = (f"{which} (the profiled step closest to the median step time); comm is split "
+           "into the part covered by compute on the same device (hidden) and the rest.")
+    return Section("timeline", title, cap, fig, tuple(notes))
+
+
+# --- layer x micro-batch -----------------------------------------------------------
+def layer_heatmap(analysis: Any) -> Section:
+    title = "Hidden % by layer × micro-batch"
+    by_op = _frame(analysis, "by_op")
+    grid = tl.layer_grid(by_op)
+    if len(grid) == 0:
+        why = ("no op names of the form fwd.layer_attn_{L}_batch_{b} / "
+               "fwd.layer_mlp_{L}_batch_{b} / bwd.… in this trace (the reference model's "
+               "record_function names)")
+        if by_op is None or len(by_op) == 0:
+            why = "no per-op results in this analysis"
+        return Section("layers", title, "", Unavailable(f"Not shown: {why}."))
+    if (grid["comm_ns"] == 0).all():
+        return Section("layers", title, "", Unavailable(
+            "Not shown: the per-layer ops launched no comm kernels."))
+    phases = [p for p in ("fwd", "bwd") if (grid["phase"] == p).any()]
+    names = {"fwd": "forward", "bwd": "backward"}
+    fig = make_subplots(rows=1, cols=len(phases), subplot_titles=[names[p] for p in phases],
+                        horizontal_spacing=0.08)
+    for i, ph in enumerate(phases, start=1):
+        g = grid[grid["phase"] == ph]
+        rows = (g[["layer", "block"]].drop_duplicates()
+                .sort_values(["layer", "block"], ascending=[False, False]))
+        row_keys = list(rows.itertuples(index=False, name=None))
+        batches = sorted(g["batch"].unique().tolist())
+        z = [[None] * len(batches) for _ in row_keys]
+        txt = [[""] * len(batches) for _ in row_keys]
+        hover = [[""] * len(batches) for _ in row_keys]
+        ri = {k: j for j, k in enumerate(row_keys)}
+        bi = {b: j for j, b in enumerate(batches)}
+        for r in g.itertuples(index=False):
+            a, b = ri[(r.layer, r.block)], bi[r.batch]
+            has = not _missing(r.hidden_pct)
+            z[a][b] = float(r.hidden_pct) if has else None
+            txt[a][b] = f"{r.hidden_pct:.0f}" if has else "–"
+            hover[a][b] = (f"{ph}.layer_{r.block}_{r.layer}_batch_{r.batch}<br>hidden "
+                           f"{fmt(r.hidden_pct, '.1f', ' %')}<br>comm {r.comm_ns / 1e3:,.1f} µs, "
+                           f"exposed {r.exposed_ns / 1e3:,.1f} µs (all ranks)")
+        fig.add_trace(go.Heatmap(
+            z=z, x=[f"mb {b}" for b in batches], y=[f"L{lay} {blk}" for lay, blk in row_keys],
+            text=txt, texttemplate="%{text}", customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>", zmin=0, zmax=100,
+            colorscale=[[0, "#D7301F"], [0.5, "#FDD49E"], [0.8, "#A1D99B"], [1, "#238B45"]],
+            showscale=(i == len(phases)), xgap=2, ygap=2,
+            colorbar={"title": {"text": "hidden %"}, "thickness": 12},
+        ), row=1, col=i)  # fmt: skip
+    n_rows = grid[["layer", "block"]].drop_duplicates().shape[0]
+    _base_layout(fig, height=max(260, 90 + 26 * n_rows))
+    cap = ("Share of each block's comm covered by compute, pooled over ranks and steps; "
+           "red cells are where the micro-batch schedule fails to hide comm.")
+    return Section("layers", title, cap, fig)
+
+
+# --- exposed comm by op ------------------------------------------------------------
+def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
+    title = "Exposed comm by op name"
+    t = _get(analysis, "totals") or {}
+    if not t.get("comm_ns"):
+        return Section("ops", title, "", Unavailable(
+            "No comm in this trace (no kernel matched the comm pattern): nothing is exposed."))
+    ops = tl.op_table(_frame(analysis, "by_op"))
+    if len(ops) == 0:
+        return Section("ops", title, "", Unavailable("No per-op comm results in this analysis."))
+    shown = ops.head(top).iloc[::-1]
+    k = max(_n_steps(analysis), 1) * max(len(_get(analysis, "ranks") or [1]), 1)
+    fig = go.Figure()
+    for col, part in (("exposed_ns", "comm_exposed"), ("hidden_ns", "comm_hidden")):
+        fig.add_trace(go.Bar(
+            name=PART_LABELS[part], orientation="h", y=shown["op"], x=shown[col] / k / 1e3,
+            marker={"color": COLORS[part]},
+            customdata=np.stack([_pct_text(shown["hidden_pct"])], axis=1),
+            hovertemplate="%{y}<br>%{x:,.2f} µs per step and rank<br>hidden "
+                          "%{customdata[0]}<extra>" + PART_LABELS[part] + "</extra>",
+        ))  # fmt: skip
+    _base_layout(fig, height=120 + 22 * len(shown), barmode="stack")
+    fig.update_xaxes(title="µs per step and rank")
+    fig.update_yaxes(automargin=True)
+    notes = (f"{len(ops) - top} more op(s) with comm not shown.",) if len(ops) > top else ()
+    cap = ("Comm time attributed to the innermost record_function at launch, sorted by its "
+           "exposed part (the time to win back).")
+    return Section("ops", title, cap, fig, notes)
+
+
+def _pct_text(v: pd.Series) -> np.ndarray:
+    return np.array([fmt(x, ".1f", " %") for x in v.to_numpy(float)], dtype=object)
+
+
+# --- overheads (tolerant of a missing or partial dict) ----------------------------
+_PALETTE = ["#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#EDC948", "#B07AA1",
+            "#FF9DA7", "#9C755F", "#BAB0AC"]
+
+
+def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Unavailable:
+    """``overheads[key]`` when it was computed, else why not (from the notes)."""
+    ov = _get(analysis, "overheads")
+    notes = [str(n) for n in (_get(analysis, "notes") or [])]
+    if isinstance(ov, dict):
+        notes += [str(n) for n in ov.get("notes") or []]
+    hits = [n for n in notes if n.lower().startswith(note_prefix)]
+    why = hits[0].split(":", 1)[-1].strip() if hits else ""
+    if not isinstance(ov, dict):
+        why = why or next((n for n in notes if "overhead" in n.lower()), "")
+        return Unavailable(f"{what}: not computed: "
+                           f"{why or 'the overhead analysis was not run for this trace.'}")
+    part = ov.get(key)
+    if not isinstance(part, dict) or not part.get("computed", True):
+        return Unavailable(f"{what}: not computed: {why or 'no result in the overheads.'}")
+    return part
+
+
+def _log_hist(values_ns: np.ndarray, *, color: str) -> tuple[go.Figure, int]:
+    """Log-spaced histogram bars (µs); returns the figure and the count of zeros (not
+    drawable on a log axis). Binning is display only."""
+    us = values_ns.astype(float) / 1e3
+    pos = us[us > 0]
+    n_zero = int((us <= 0).sum())
+    lo = max(pos.min(), 1e-3) if len(pos) else 1e-3
+    hi = max(pos.max(), lo * 10) if len(pos) else 1.0
+    edges = np.logspace(math.log10(lo) - 0.01, math.log10(hi) + 0.01, 36)
+    cnt, _ = np.histogram(pos, bins=edges)
+    mids = np.sqrt(edges[:-1] * edges[1:])
+    fig = go.Figure(go.Bar(
+        x=mids, y=cnt, width=np.diff(edges), marker={"color": color, "line": {"width": 0}},
+        customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+        hovertemplate="%{customdata[0]:.3g}–%{customdata[1]:.3g} µs: %{y:,}<extra></extra>",
+    ))  # fmt: skip
+    _base_layout(fig, height=300, bargap=0.03, showlegend=False)
+    ticks = [m * 10.0**k for k in range(-3, 10) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if edges[0] <= t <= edges[-1]]
+    fig.update_xaxes(type="log", title="µs (log scale)", tickvals=ticks,
+                     ticktext=[f"{t:g}" for t in ticks])
+    fig.update_yaxes(title="count")
+    return fig, n_zero
+
+
+def switch_gaps(analysis: Any) -> Section:
+    """Stream-switch gaps: p50..p95 per (rank, step) from the overheads summary."""
+    title = "Stream-switch gaps"
+    sw = _ov_part(analysis, "stream_switches", "stream switches", "Stream switches")
+    if isinstance(sw, Unavailable):
+        return Section("switches", title, "", sw)
+    st = sw.get("switch_gap") or {}
+    per = pd.DataFrame(sw.get("per_iteration") or [])
+    if not st.get("count") or len(per) == 0 or "switch_gap_p50_ns" not in per:
+        return Section("switches", title, "", Unavailable(
+            f"No cross-stream wait with a matched producer and consumer "
+            f"({sw.get('n_edges', 0)} wait edge(s), source: {sw.get('source', 'none')})."))
+    per = per[per["n_switches"] > 0] if "n_switches" in per else per
+    fig = go.Figure()
+    for i, (r, d) in enumerate(per.groupby("rank", sort=True)):
+        p50 = d["switch_gap_p50_ns"].to_numpy(float) / 1e3
+        p95 = d["switch_gap_p95_ns"].to_numpy(float) / 1e3
+        tot = d["switch_gap_total_ns"].to_numpy(float) / 1e3
+        fig.add_trace(go.Scatter(
+            x=d["iteration"].to_numpy() + (i - (per["rank"].nunique() - 1) / 2) * 0.12,
+            y=_none_if_nan(p50), mode="markers", name=f"rank {r}",
+            marker={"size": 9, "color": _PALETTE[i % len(_PALETTE)]},
+            error_y={"type": "data", "symmetric": False, "array": _none_if_nan(p95 - p50),
+                     "arrayminus": [0] * len(p50), "thickness": 1.5, "width": 4},
+            customdata=np.stack([d["iteration"].to_numpy(), d["n_switches"].to_numpy(),
+                                 np.nan_to_num(p95), tot], axis=1),
+            hovertemplate=("step %{customdata[0]}: %{customdata[1]} waits<br>gap p50 %{y:.2f} "
+                           "µs, p95 %{customdata[2]:.2f} µs<br>total %{customdata[3]:,.1f} µs"
+                           "<extra>rank " + str(r) + "</extra>"),
+        ))  # fmt: skip
+    _base_layout(fig, height=300)
+    fig.update_xaxes(title="profiled step", tickformat="d")
+    fig.update_yaxes(title="switch gap, µs (dot p50, bar to p95)", rangemode="tozero")
+    cap = (f"{st['count']:,} cross-stream waits ({sw.get('source')}): device idle each wait "
+           f"put on the waiting stream; overall p50 {fmt(_us(st.get('p50_ns')), '.2f')} µs, "
+           f"p95 {fmt(_us(st.get('p95_ns')), '.2f')} µs, "
+           f"{fmt(sw.get('switch_gap_ms_per_step'), '.3f')} ms per step and rank.")
+    return Section("switches", title, cap, fig)
+
+
+def _us(x: object) -> float | None:
+    return None if _missing(x) else float(x) / 1e3
+
+
+def launch_delays(analysis: Any) -> Section:
+    """Histogram of launch delays (device start − end of the launch call)."""
+    title = "Kernel launch delays"
+    la = _ov_part(analysis, "launches", "kernel launches", "Kernel launches")
+    if isinstance(la, Unavailable):
+        return Section("launches", title, "", la)
+    vals = tl.launch_delay_values(_frame(analysis, "intervals"))
+    if len(vals) == 0:
+        return Section("launches", title, "", Unavailable(
+            "No launch call joined to device work: no launch delays to show."))
+    fig, n0 = _log_hist(vals, color="#76B7B2")
+    st = la.get("launch_delay") or {}
+    cap = (f"{len(vals):,} launches: device start − end of the launch call (queueing; a "
+           f"long tail is fine when the host runs ahead). p50 "
+           f"{fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 {fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+           f"{n0:,} with zero delay not drawn. Host-bound idle: "
+           f"{fmt(la.get('host_bound_idle_ms_per_step'), '.3f')} ms per step and stream.")
+    return Section("launches", title, cap, fig)
+
+
+def graph_candidates(analysis: Any) -> Section:
+    title = "CUDA-graph candidates"
+    la = _ov_part(analysis, "launches", "kernel launches", "Graph candidates")
+    if isinstance(la, Unavailable):
+        return Section("graphs", title, "", la)
+    cands = la.get("graph_candidates") or []
+    if not cands:
+        return Section("graphs", title, "", Unavailable(
+            "No runs of host-bound gaps or tiny kernels: nothing to gain from CUDA graphs."))
+    rows = [[_cell(c.get("rank")), _cell(c.get("stream")), _cell(c.get("iteration")),
+             _cell(c.get("n_intervals")), f"{(c.get('saving_ns') or 0) / 1e3:,.1f}",
+             _cell(c.get("ops") or [])] for c in cands]  # fmt: skip
+    n = la.get("n_graph_candidates", len(cands))
+    cap = (f"{n:,} run(s) of consecutive host-bound gaps / tiny kernels on one stream "
+           f"(top {len(cands)} shown); the saving estimate is their host-bound idle: "
+           f"{fmt(la.get('graph_saving_ms_per_step'), '.3f')} ms per step in all.")
+    return Section("graphs", title, cap, Table(
+        ["rank", "stream", "step", "kernels", "est. saving µs", "ops"], rows,
+        [True, True, True, True, True, False]))
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return ", ".join(str(x) for x in list(v)[:3])
+    if isinstance(v, float):
+        return fmt(v, ",.1f")
+    return "n/a" if v is None else str(v)
+
+
+def _rank_cell(v: Any) -> str:
+    return "none" if v is None or (isinstance(v, (int, float)) and v < 0) else _cell(v)
+
+
+def rank_skew(analysis: Any) -> Section:
+    """Per rank: time spent waiting for later peers, and skew it caused by arriving last."""
+    title = "Cross-rank skew and stragglers"
+    ranks = _get(analysis, "ranks") or []
+    if len(ranks) < 2:
+        return Section("skew", title, "", Unavailable(
+            f"Needs two or more ranks; this trace has {len(ranks)}."))
+    ar = _ov_part(analysis, "across_ranks", "across ranks", "Cross-rank skew")
+    if isinstance(ar, Unavailable):
+        return Section("skew", title, "", ar)
+    strag = pd.DataFrame(ar.get("stragglers") or [])
+    if len(strag) == 0 or "rank" not in strag:
+        return Section("skew", title, "", Unavailable("No per-rank straggler results."))
+    strag = strag.sort_values("rank")
+    cols = [c for c in ("wait_ns", "skew_caused_ns") if c in strag]
+    if not cols or not (strag[cols].to_numpy(float) > 0).any():
+        return Section("skew", title, "", Unavailable(
+            f"No arrival skew: in all {ar.get('n_instances', 0):,} matched collective "
+            "instances every rank started at the same time."))
+    lab = [f"rank {r}" for r in strag["rank"]]
+    fig = go.Figure()
+    for col, name, color in (("wait_ns", "waited for peers", "#BAB0AC"),
+                             ("skew_caused_ns", "made peers wait (arrived last)", "#E15759")):
+        if col in strag:
+            fig.add_trace(go.Bar(
+                x=lab, y=strag[col].to_numpy(float) / 1e3, name=name, marker={"color": color},
+                hovertemplate="%{x}: %{y:,.1f} µs<extra>" + name + "</extra>"))
+    _base_layout(fig, height=300, barmode="group")
+    fig.update_yaxes(title="µs, all profiled instances")
+    st = ar.get("skew") or {}
+    late = ar.get("late_rank")
+    cap = (f"{ar.get('n_instances', 0):,} collective instances matched across ranks; arrival "
+           f"skew p50 {fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 "
+           f"{fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+           + (f"rank {late} arrives last most." if late is not None else "no straggler."))
+    worst = ar.get("worst_instances") or []
+    extra: tuple[Any, ...] = ()
+    if worst:
+        extra = (Table(["collective", "step", "late rank", "skew µs", "transfer µs",
+                        "wait share"],
+                       [[str(w.get("coll") or w.get("key") or ""), _cell(w.get("iteration")),
+                         _rank_cell(w.get("late_rank")), fmt(_us(w.get("skew_ns")), ",.1f"),
+                         fmt(_us(w.get("transfer_ns")), ",.1f"),
+                         fmt(w.get("wait_share"), ".2f")] for w in worst],
+                       [False, True, True, True, True, True]),)  # fmt: skip
+    return Section("skew", title, cap, fig, extra=extra)
+
+
+def findings(analysis: Any) -> Section:
+    title = "Findings"
+    ov = _get(analysis, "overheads")
+    if not isinstance(ov, dict):
+        miss = _ov_part(analysis, "findings", "findings", "Findings")
+        return Section("findings", title, "", miss if isinstance(miss, Unavailable)
+                       else Unavailable("Findings: not computed."))
+    fs = ov.get("findings")
+    if fs is None:
+        return Section("findings", title, "", Unavailable(
+            "Findings: not computed: the overheads result has none."))
+    if not fs:
+        return Section("findings", title, "", Unavailable(
+            "No findings: no overhead crossed its threshold."))
+    rank = {"high": 0, "medium": 1, "low": 2}
+    fs = sorted(fs, key=lambda f: rank.get(str(_get(f, "severity", "")), 3))
+    rows = [[str(_get(f, "severity", "") or ""), str(_get(f, "title", "") or ""),
+             str(_get(f, "where", "") or ""),
+             fmt(_get(f, "est_gain_ms_per_step"), ".3f", " ms"),
+             str(_get(f, "fix", "") or "")] for f in fs]  # fmt: skip
+    return Section("findings", title, "What the overhead rules flagged, most severe first, "
+                   "with the estimated gain per step and what to try.",
+                   Table(["severity", "finding", "where", "gain / step", "what to try"], rows,
+                         [False, False, False, True, False]))
+
+
+# --- configuration -------------------------------------------------------------
+def _flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.extend(_flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
+        for i, v in enumerate(d):
+            out.extend(_flatten(v, f"{prefix}{i}."))
+    else:
+        v = "n/a" if _missing(d) else (", ".join(map(str, d)) if isinstance(d, list) else str(d))
+        out.append((prefix.rstrip("."), v))
+    return out
+
+
+def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
+    rows: list[list[str]] = []
+    if run:
+        for part in ("config", "versions", "devices"):
+            if run.get(part):
+                rows.extend([[f"{part}.{k}", v] for k, v in _flatten(run[part])])
+    if analysis is not None:
+        rows.append(["trace", str(_get(analysis, "source", ""))])
+        rows.append(["ranks", ", ".join(map(str, _get(analysis, "ranks") or []))])
+        rows.append(["trace kind", str(_get(analysis, "mode", ""))])
+        cfg = _get(analysis, "config")
+        if cfg is not None:
+            d = cfg if isinstance(cfg, dict) else getattr(cfg, "__dict__", {})
+            rows.extend([[f"analysis.{k}", v] for k, v in _flatten(d)])
+        for n in _get(analysis, "notes") or []:
+            rows.append(["note", str(n)])
+    from domino_prof import __version__
+
+    rows.append(["domino-prof", __version__])
+    return Section("config", "Configuration and versions",
+                   "What was run and analysed (from run.json when the report comes from a run "
+                   "directory).", Table(["key", "value"], rows))
+
+
+# --- multi-mode run comparison -----------------------------------------------------
+def mode_comparison(run: dict) -> Section:
+    title = "Modes compared"
+    comp = run.get("comparison") or []
+    if not comp:
+        return Section("modes", title, "", Unavailable("run.json has no comparison table."))
+    modes = [str(c.get("mode")) for c in comp]
+    step = _none_if_nan(c.get("step_ms") if not _missing(c.get("step_ms")) else float("nan")
+                        for c in comp)
+    fig = go.Figure(go.Bar(
+        x=modes, y=step, marker={"color": ["#59A14F" if m == "domino" else "#4E79A7"
+                                           if m == "tp" else "#BAB0AC" for m in modes]},
+        text=[fmt(c.get("speedup_vs_tp"), ".3f", "× vs tp") for c in comp],
+        textposition="outside", hovertemplate="%{x}: %{y:.2f} ms/step<extra></extra>",
+    ))  # fmt: skip
+    _base_layout(fig, height=320, showlegend=False)
+    fig.update_yaxes(title="ms per step")
+    rows = [[str(c.get("mode")), fmt(c.get("step_ms"), ".2f"), fmt(c.get("tokens_per_s"), ",.0f"),
+             fmt(c.get("hidden_pct"), ".1f"), fmt(c.get("speedup_vs_tp"), ".3f"),
+             fmt(None if _missing(c.get("frac_of_nocomm")) else 100 * c["frac_of_nocomm"], ".1f")]
+            for c in comp]  # fmt: skip
+    table = Table(["mode", "step ms", "tokens/s", "hidden %", "speedup vs tp", "% of nocomm"],
+                  rows, [False, True, True, True, True, True])
+    cap = ("Step time per mode from the same run: tp = plain tensor parallel, domino = "
+           "overlapped, nocomm = comm removed (the ceiling).")
+    return Section("modes", title, cap, fig, extra=(table,))
+
+
+# --- compare two analyses ----------------------------------------------------------
+def compare_headline(a: Any, b: Any, *, labels: tuple[str, str]) -> Section:
+    ta, tb = _get(a, "totals") or {}, _get(b, "totals") or {}
+    rows = []
+    for key, label, spec in (("step_ms", "step time (ms)", ".3f"),
+                             ("hidden_pct", "comm hidden (%)", ".1f"),
+                             ("exposed_ms_per_step", "exposed comm per step (ms)", ".3f"),
+                             ("comm_ns", "comm time, all steps (ms)", ".3f"),
+                             ("n_iterations", "profiled steps", "d")):  # fmt: skip
+        va, vb = ta.get(key), tb.get(key)
+        if key == "comm_ns":
+            va, vb = _ns_ms(va), _ns_ms(vb)
+        delta = None if _missing(va) or _missing(vb) else vb - va
+        ratio = None if _missing(va) or _missing(vb) or not va else vb / va
+        rows.append([label, fmt(va, spec), fmt(vb, spec),
+                     fmt(delta, "+" + spec.lstrip("+")), fmt(ratio, ".3f", "×")])
+    return Section("compare", "Headline, side by side",
+                   f"{labels[1]} relative to {labels[0]} (delta = {labels[1]} − {labels[0]}).",
+                   Table(["metric", labels[0], labels[1], "delta", "ratio"], rows,
+                         [False, True, True, True, True]))
+
+
+def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TOP_OPS) -> Section:
+    title = "Exposed comm per op, delta"
+    m = tl.compare_ops(_frame(a, "by_op"), _frame(b, "by_op"),
+                       a_steps=_n_steps(a), b_steps=_n_steps(b),
+                       a_ranks=len(_get(a, "ranks") or []), b_ranks=len(_get(b, "ranks") or []))
+    if len(m) == 0:
+        return Section("opdelta", title, "", Unavailable(
+            "Neither trace has comm attributed to an op name: no per-op deltas."))
+    if not ((m["exposed_ns_a"] > 0) | (m["exposed_ns_b"] > 0)).any():
+        return Section("opdelta", title, "", Unavailable(
+            f"No exposed comm in {labels[0]} or {labels[1]}: every op's comm is hidden."))
+    shown = m.head(top).iloc[::-1]
+    delta = shown["delta_exposed_ns"].to_numpy(float) / 1e3
+    fig = go.Figure()
+    for lab, col, color in ((labels[0], "exposed_ns_a", "#9AA5B1"),
+                            (labels[1], "exposed_ns_b", "#E15759")):
+        fig.add_trace(go.Bar(
+            orientation="h", y=shown["op"], x=shown[col].to_numpy(float) / 1e3, name=lab,
+            marker={"color": color}, customdata=delta,
+            hovertemplate=("%{y}<br>" + lab + ": %{x:,.2f} µs<br>delta "
+                           "%{customdata:+,.2f} µs<extra></extra>"),
+        ))  # fmt: skip
+    _base_layout(fig, height=130 + 30 * len(shown), barmode="group", bargap=0.25)
+    fig.update_xaxes(title="exposed comm, µs per step and rank")
+    fig.update_yaxes(automargin=True)
+    rows = [[r.op, f"{r.exposed_ns_a / 1e3:,.2f}", f"{r.exposed_ns_b / 1e3:,.2f}",
+             f"{r.delta_exposed_ns / 1e3:+,.2f}", fmt(r.hidden_pct_a, ".1f"),
+             fmt(r.hidden_pct_b, ".1f")] for r in m.head(top).itertuples(index=False)]
+    table = Table(["op", f"exposed µs {labels[0]}", f"exposed µs {labels[1]}", "delta µs",
+                   f"hidden % {labels[0]}", f"hidden % {labels[1]}"], rows,
+                  [False, True, True, True, True, True])
+    cap = (f"Exposed comm per op in {labels[0]} and {labels[1]}, the largest changes first "
+           "(per step and rank; delta in the hover and the table).")
+    return Section("opdelta", title, cap, fig, extra=(table,))
+
+
+def analysis_sections(analysis: Any, *, run: dict | None = None, mode: str | None = None,
+                      with_config: bool = True) -> list[Section]:
+    """Every section of a one-analysis report, in page order."""
+    comparison = None
+    if run and mode:
+        comparison = next((c for c in run.get("comparison") or [] if c.get("mode") == mode),
+                          None)
+    secs = [
+        headline(analysis, comparison=comparison),
+        step_timeline(analysis),
+        layer_heatmap(analysis),
+        exposed_by_op(analysis),
+        switch_gaps(analysis),
+        launch_delays(analysis),
+        graph_candidates(analysis),
+        rank_skew(analysis),
+        findings(analysis),
+    ]
+    if with_config:
+        secs.append(configuration(analysis, run=run))
+    return secs

@@ -1,0 +1,213 @@
+"""Open a local HTML file in headless Chromium with networking disabled, test-only.
+
+Drives the browser through the DevTools protocol over ``--remote-debugging-pipe``
+(NUL-delimited JSON on file descriptors 3 and 4), so it needs no extra Python
+package (no websocket client) and no port. Network access is cut three ways: a
+dead proxy, a resolver that maps every host to NOTFOUND, and a record of every
+request the page makes (anything other than ``file:``/``data:``/``blob:`` is
+reported in ``PageResult.network_requests``).
+
+Install the browser on Debian/Ubuntu with::
+
+    apt-get update && apt-get install -y --no-install-recommends chromium
+
+Usage::
+
+    res = render_page(Path("report.html"), screenshot=Path("test-artifacts/r.png"))
+    assert not res.console_errors
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome", "chrome-headless-shell")
+
+
+def find_chromium() -> str | None:
+    """Path of a Chromium-family browser, or None (``DOMINO_PROF_CHROMIUM`` overrides)."""
+    env = os.environ.get("DOMINO_PROF_CHROMIUM")
+    if env:
+        return env
+    for name in CHROMIUM_NAMES:
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+@dataclass
+class PageResult:
+    console_errors: list[str] = field(default_factory=list)
+    console_messages: list[str] = field(default_factory=list)
+    network_requests: list[str] = field(default_factory=list)  # non-local URLs requested
+    value: object = None  # result of the probe expression
+    screenshot: Path | None = None
+
+
+class _Pipe:
+    """Minimal CDP client over the two pipe fds."""
+
+    def __init__(self, proc: subprocess.Popen, wfd: int, rfd: int) -> None:
+        self.proc = proc
+        self.w = os.fdopen(wfd, "wb", buffering=0)
+        self.r = os.fdopen(rfd, "rb", buffering=0)
+        self.buf = b""
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def _read_msg(self, deadline: float) -> dict:
+        while b"\0" not in self.buf:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no answer from chromium over the DevTools pipe")
+            chunk = self.r.read(1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed the DevTools pipe (did it crash?)")
+            self.buf += chunk
+        msg, self.buf = self.buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def send(self, method: str, params: dict | None = None, *, session: str | None = None,
+             timeout: float = 60.0) -> dict:
+        self.next_id += 1
+        mid = self.next_id
+        msg: dict = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        self.w.write(json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._read_msg(deadline)
+            if m.get("id") == mid:
+                if "error" in m:
+                    raise RuntimeError(f"CDP {method} failed: {m['error']}")
+                return m.get("result", {})
+            self.events.append(m)
+
+    def wait_event(self, method: str, *, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        for i, m in enumerate(self.events):
+            if m.get("method") == method:
+                del self.events[i]
+                return m
+        while True:
+            m = self._read_msg(deadline)
+            if m.get("method") == method:
+                return m
+            self.events.append(m)
+
+
+def _describe_console(ev: dict) -> tuple[str, str]:
+    method = ev.get("method")
+    p = ev.get("params", {})
+    if method == "Runtime.consoleAPICalled":
+        text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+        return p.get("type", "log"), text
+    if method == "Runtime.exceptionThrown":
+        d = p.get("exceptionDetails", {})
+        exc = d.get("exception", {}).get("description") or d.get("text", "")
+        return "error", f"uncaught exception: {exc}"
+    if method == "Log.entryAdded":
+        e = p.get("entry", {})
+        return e.get("level", "info"), f"{e.get('source')}: {e.get('text')} {e.get('url', '')}"
+    return "", ""
+
+
+def render_page(html: Path, *, probe: str | None = None, screenshot: Path | None = None,
+                width: int = 1400, height: int = 900, settle_s: float = 0.5,
+                timeout: float = 90.0) -> PageResult:
+    """Load ``html`` from a file:// URL, evaluate ``probe`` (a JS expression, may be
+    a Promise; its JSON value is returned), optionally save a full-page PNG."""
+    exe = find_chromium()
+    if exe is None:
+        raise RuntimeError("chromium not found; apt-get install -y chromium")
+    url = Path(html).resolve().as_uri()
+    profile = tempfile.mkdtemp(prefix="dp-chromium-")
+    # fds 3 (browser reads) and 4 (browser writes) are the DevTools pipe.
+    to_browser_r, to_browser_w = os.pipe()
+    from_browser_r, from_browser_w = os.pipe()
+    args = [
+        exe, "--headless=new", "--disable-gpu", "--no-sandbox", "--no-first-run",
+        "--no-default-browser-check", "--disable-extensions", "--disable-sync",
+        "--disable-background-networking", "--disable-component-update",
+        "--disable-dev-shm-usage", "--mute-audio", "--hide-scrollbars",
+        "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}", f"--window-size={width},{height}",
+        "--remote-debugging-pipe", "about:blank",
+    ]  # fmt: skip
+
+    def _fds() -> None:  # in the child: put the pipe ends on fds 3 and 4, inheritable
+        a, b = os.dup(to_browser_r), os.dup(from_browser_w)  # move clear of 3/4 first
+        os.dup2(a, 3, inheritable=True)
+        os.dup2(b, 4, inheritable=True)
+
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=_fds, close_fds=False)
+    os.close(to_browser_r)
+    os.close(from_browser_w)
+    cdp = _Pipe(proc, to_browser_w, from_browser_r)
+    res = PageResult()
+    try:
+        tgt = cdp.send("Target.createTarget", {"url": "about:blank"})
+        sess = cdp.send("Target.attachToTarget", {"targetId": tgt["targetId"],
+                                                   "flatten": True})["sessionId"]
+        for dom in ("Runtime.enable", "Log.enable", "Page.enable", "Network.enable"):
+            cdp.send(dom, session=sess)
+        cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+                                                         "deviceScaleFactor": 1,
+                                                         "mobile": False}, session=sess)
+        cdp.send("Page.navigate", {"url": url}, session=sess)
+        cdp.wait_event("Page.loadEventFired", timeout=timeout)
+        time.sleep(settle_s)
+        if probe is not None:
+            r = cdp.send("Runtime.evaluate", {"expression": probe, "returnByValue": True,
+                                              "awaitPromise": True}, session=sess,
+                         timeout=timeout)
+            if "exceptionDetails" in r:
+                raise RuntimeError(f"probe failed: {r['exceptionDetails']}")
+            res.value = r.get("result", {}).get("value")
+        if screenshot is not None:
+            import base64
+
+            shot = cdp.send("Page.captureScreenshot", {"format": "png",
+                                                       "captureBeyondViewport": True},
+                            session=sess, timeout=timeout)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            screenshot.write_bytes(base64.b64decode(shot["data"]))
+            res.screenshot = screenshot
+        # Drain anything already queued (console messages arrive asynchronously).
+        cdp.send("Runtime.evaluate", {"expression": "1"}, session=sess)
+        for ev in cdp.events:
+            if ev.get("method") == "Network.requestWillBeSent":
+                u = ev["params"]["request"]["url"]
+                if not u.startswith(("file:", "data:", "blob:", "about:")):
+                    res.network_requests.append(u)
+                continue
+            level, text = _describe_console(ev)
+            if not level:
+                continue
+            res.console_messages.append(f"[{level}] {text}")
+            if level in ("error", "assert"):
+                res.console_errors.append(text)
+    finally:
+        try:
+            cdp.send("Browser.close", timeout=10)
+        except Exception:  # noqa: BLE001 - best effort; the process is killed below
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        cdp.w.close()
+        cdp.r.close()
+        shutil.rmtree(profile, ignore_errors=True)
+    return res

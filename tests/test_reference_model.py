@@ -1,0 +1,140 @@
+"""The reference model is right: every sharded schedule matches the unsharded model.
+
+Distributed tests run 2 and 4 gloo processes on CPU in fp32 (torchtitan's CPU
+fallback habit); tolerance 1e-5 relative per parameter, as issue #3 asks.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+from domino_prof.errors import ConfigError  # noqa: E402
+from domino_prof.reference_model.config import RunConfig, preset, tiny  # noqa: E402
+
+TOL = 1e-5
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _grad_worker(rank: int, world: int, port: int, q) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.verify import batch, compare, reference_grads
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=12, seq=16, seed=3, device="cpu")  # 12: divisible by 2, 3, 4
+    ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
+    out = {"ref_loss": ref_loss}
+    for name, splits, overlap in (("tp", 1, False), ("domino2", 2, True),
+                                  ("domino3", 3, True), ("domino4", 4, True)):
+        loss, errs = compare(cfg, TPComm(), ref, inp, tgt, splits=splits, overlap=overlap,
+                             seed=5, device="cpu", dtype=torch.float32)
+        out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
+    q.put((rank, out))
+    dist.destroy_process_group()
+
+
+def _losses_worker(rank: int, world: int, port: int, q) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.verify import train_losses
+
+    kw = dict(steps=20, mbs=4, seq=16, seed=9)
+    dom = train_losses(tiny(), TPComm(), splits=2, overlap=True, **kw)
+    tp = train_losses(tiny(), TPComm(), splits=1, overlap=False, **kw)
+    ref = train_losses(tiny(), None, splits=1, overlap=False, **kw)
+    q.put((rank, {"domino": dom, "tp": tp, "ref": ref}))
+    dist.destroy_process_group()
+
+
+def _spawn(fn, world: int) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    mp.start_processes(fn, args=(world, _port(), q), nprocs=world, join=True,
+                       start_method="spawn")
+    return dict(q.get() for _ in range(world))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_gradients_match_unsharded_model(world):
+    res = _spawn(_grad_worker, world)
+    n_params = len(dict(tiny_params()))
+    for rank, out in res.items():
+        for mode in ("tp", "domino2", "domino3", "domino4"):
+            loss, worst, worst_name, n = out[mode]
+            assert n == n_params
+            assert abs(loss - out["ref_loss"]) <= TOL * abs(out["ref_loss"]), (rank, mode)
+            assert worst <= TOL, f"rank {rank} {mode}: {worst_name} rel err {worst:.2e}"
+
+
+def tiny_params():
+    from domino_prof.reference_model.model import Transformer
+
+    with torch.device("meta"):
+        return Transformer(tiny()).named_parameters()
+
+
+def test_twenty_optimizer_steps_match_unsharded():
+    res = _spawn(_losses_worker, 2)
+    for out in res.values():
+        assert len(out["ref"]) == 20
+        assert out["ref"][0] != out["ref"][-1]  # it actually trains
+        for mode in ("domino", "tp"):
+            for a, b in zip(out[mode], out["ref"]):
+                assert abs(a - b) <= TOL * abs(b), (mode, out[mode], out["ref"])
+
+
+def test_schedule_uses_one_pending_box_per_unit_and_waits_before_use():
+    """Single process (tp 1): the domino ordering still equals the plain model,
+    a cheap check that the unit pipeline's bookkeeping is right for 5 splits."""
+    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.verify import batch, compare, reference_grads
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=5, seq=8, seed=1, device="cpu")
+    ref_loss, ref = reference_grads(cfg, inp, tgt, seed=2, device="cpu", dtype=torch.float32)
+    loss, errs = compare(cfg, TPComm(), ref, inp, tgt, splits=5, overlap=True, seed=2,
+                         device="cpu", dtype=torch.float32)
+    assert abs(loss - ref_loss) <= TOL * ref_loss
+    assert max(errs.values()) <= TOL
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        (dict(tp=3), "does not divide the tiny model's heads (16)"),
+        (dict(tp=16), "does not divide the tiny model's kv heads (8)"),
+        (dict(mbs=3, splits=2), "not divisible by --splits 2"),
+        (dict(splits=1), "--splits must be >= 2 for domino"),
+        (dict(modes=("fast",)), "unknown mode 'fast'"),
+    ],
+)
+def test_config_validation(kw, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        RunConfig(model=tiny(), **kw).validate()
+
+
+def test_presets_match_published_shapes():
+    m = preset("llama3-3b")
+    assert (m.dim, m.ffn_dim, m.n_heads, m.n_kv_heads, m.n_layers) == (3072, 8192, 24, 8, 28)
+    m = preset("llama3-8b")
+    assert (m.dim, m.ffn_dim, m.n_heads, m.n_kv_heads, m.n_layers) == (4096, 14336, 32, 8, 32)
+    # Llama-3.2-3B has 3.21e9 parameters with tied embeddings; untied adds V·d.
+    assert abs(preset("llama3-3b").n_params() - (3.2128e9 + 128256 * 3072)) < 0.01e9
+    with pytest.raises(ConfigError, match="unknown model preset"):
+        preset("gpt2")

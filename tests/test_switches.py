@@ -1,0 +1,189 @@
+"""Stream switches on hand-built traces: exact edges, gaps, CPU cost, fallback.
+
+All times in the builders are µs; expected values are ns (x1000).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tracegen import TraceBuilder
+
+from domino_prof.analysis.classify import classify
+from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.analysis.overheads import analyze_overheads
+from domino_prof.analysis.switches import switch_edges
+from domino_prof.trace import load_trace
+
+COMPUTE, COMM = 7, 13
+NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+BASE = TraceBuilder().base_ns  # absolute ns of builder time 0
+
+
+def load(tmp_path, *builders, docs=None):
+    """Write the builders (or raw docs), load them, and build the production intervals."""
+    d = tmp_path / "trace"
+    d.mkdir()
+    for b in builders:
+        b.write(d / f"rank{b.rank}.json")
+    for name, doc in (docs or {}).items():
+        (d / name).write_text(json.dumps(doc))
+    trace = load_trace(d)
+    return trace, classify(trace, AnalysisConfig()).intervals
+
+
+def two_stream_rank(*, sync_events: bool = True) -> TraceBuilder:
+    """Compute stream 7 and comm stream 13 with four cross-stream waits.
+
+    edge 1: C1 (13) waits on K1 (7): gap = 35 - max(K1.end 30, no prev on 13) = 5 µs
+    edge 2: K3 (7) waits on C1 (13): gap = 60 - max(C1.end 45, K2.end 50)    = 10 µs
+    edge 3: C2 (13) waits on K3 (7): gap = 72 - max(K3.end 70, C1.end 45)    = 2 µs
+    edge 4: K4 (7) waits on C2 (13): raw = 79 - max(C2.end 80, K3.end 70) = -1 -> 0
+    """
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 200)
+    b.annotation("fwd.attn", 0.5, 8)  # [0.5, 8.5): launches at 1, 5, 6
+    b.annotation("fwd.mlp", 8.5, 7.5)  # [8.5, 16): launches at 9, 12, 15
+    b.annotation("loss.item", 99, 31)  # [99, 130): the blocking sync
+
+    def switch(rec_at: float, waiter: int, producer_stream: int) -> None:
+        rec = b.runtime("cudaEventRecord", rec_at, 0.5)
+        wait = b.runtime("cudaStreamWaitEvent", rec_at + 1, 0.25)
+        if sync_events:
+            b.stream_wait(stream=waiter, at=rec_at + 1, wait_on_stream=producer_stream,
+                          record_corr=rec, corr=wait)  # fmt: skip
+
+    b.kernel("gemm_k1", stream=COMPUTE, start=10, dur=20, launch=1)
+    switch(3, COMM, COMPUTE)
+    b.kernel(NCCL, stream=COMM, start=35, dur=10, launch=5)  # C1
+    b.kernel("gemm_k2", stream=COMPUTE, start=30, dur=20, launch=6)
+    switch(7, COMPUTE, COMM)
+    b.kernel("gemm_k3", stream=COMPUTE, start=60, dur=10, launch=9)
+    switch(10, COMM, COMPUTE)
+    b.kernel(NCCL, stream=COMM, start=72, dur=8, launch=12)  # C2
+    switch(13, COMPUTE, COMM)
+    b.kernel("gemm_k4", stream=COMPUTE, start=79, dur=11, launch=15)
+    b.runtime("cudaStreamSynchronize", 100, 20)
+    return b
+
+
+def test_edges_and_gaps_from_cuda_sync(tmp_path):
+    trace, iv = load(tmp_path, two_stream_rank())
+    edges, source = switch_edges(trace.events, iv)
+    assert source == "cuda_sync"
+    e = edges.sort_values("wait_start")
+    assert e["stream"].tolist() == [COMM, COMPUTE, COMM, COMPUTE]
+    assert e["wait_on_stream"].tolist() == [COMPUTE, COMM, COMPUTE, COMM]
+    assert (e["producer_end"] - BASE).tolist() == [30_000, 45_000, 70_000, 80_000]
+    assert (e["consumer_start"] - BASE).tolist() == [35_000, 60_000, 72_000, 79_000]
+    assert e["gap_raw_ns"].tolist() == [5_000, 10_000, 2_000, -1_000]
+    assert e["switch_gap_ns"].tolist() == [5_000, 10_000, 2_000, 0]
+    assert e["op"].tolist() == ["fwd.attn", "fwd.mlp", "fwd.mlp", "fwd.mlp"]
+
+
+def test_switch_section_per_iteration_and_op(tmp_path):
+    trace, iv = load(tmp_path, two_stream_rank())
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    json.dumps(out, allow_nan=False)  # JSON-ready, no NaN
+    sw = out["stream_switches"]
+    assert sw["source"] == "cuda_sync"
+    assert sw["n_edges"] == 4 and sw["n_unmatched"] == 0 and sw["n_negative"] == 1
+    # gaps [0, 2000, 5000, 10000]: p50 at position 1.5 -> 2000 + 0.5*3000 = 3500;
+    # p95 at position 2.85 -> 5000 + 0.85*5000 = 9250 (numpy linear interpolation)
+    assert sw["switch_gap"] == {"count": 4, "total_ns": 17_000, "p50_ns": 3500.0,
+                                "p95_ns": pytest.approx(9250.0)}  # fmt: skip
+    # host cost: 4 records x 0.5 µs + 4 waits x 0.25 µs = 3 µs
+    assert sw["switch_cpu_ns"] == 3_000 and sw["n_switch_calls"] == 8
+    assert sw["blocking_sync_ns"] == 20_000 and sw["n_blocking_sync"] == 1
+    assert sw["blocking_syncs"][0]["op"] == "loss.item"
+    assert sw["blocking_syncs"][0]["api"] == "cudaStreamSynchronize"
+    (it,) = sw["per_iteration"]
+    # wall of step 1: first device start 10 µs, last end 90 µs -> 80 µs
+    assert it["iteration"] == 1 and it["wall_ns"] == 80_000
+    assert it["n_switches"] == 4 and it["switch_gap_total_ns"] == 17_000
+    assert it["switch_cpu_ns"] == 3_000 and it["blocking_sync_ns"] == 20_000
+    assert it["switch_gap_share"] == pytest.approx(17_000 / 80_000)
+    assert it["flagged"] is True  # 0.2125 > default 0.02
+    by_op = {r["op"]: r for r in sw["by_op"]}
+    assert by_op["fwd.mlp"]["switch_gap_total_ns"] == 12_000  # 10 + 2 + 0 µs
+    assert by_op["fwd.mlp"]["n_switches"] == 3
+    assert by_op["fwd.attn"]["switch_gap_total_ns"] == 5_000
+    assert sw["switch_gap_ms_per_step"] == pytest.approx(0.017)
+    ids = [f["id"] for f in out["findings"]]
+    assert "stream_switch_gap" in ids and "blocking_sync" in ids
+    gap = next(f for f in out["findings"] if f["id"] == "stream_switch_gap")
+    assert gap["est_gain_ms_per_step"] == pytest.approx(0.017)
+    # 0.017 / 0.080 ms = 21% of the step >= 5% -> high
+    assert gap["severity"] == "high"
+    assert gap["where"]["op"] == "fwd.mlp"
+
+
+def test_threshold_suppresses_flag(tmp_path):
+    trace, iv = load(tmp_path, two_stream_rank())
+    cfg = AnalysisConfig(overhead_thresholds={"switch_gap_share": 0.25})
+    out = analyze_overheads(trace, iv, cfg)
+    assert out["stream_switches"]["per_iteration"][0]["flagged"] is False
+    assert "stream_switch_gap" not in [f["id"] for f in out["findings"]]
+
+
+def test_fallback_to_runtime_calls_says_so(tmp_path):
+    """Without cuda_sync events each wait is inferred from the calling thread:
+    record = last cudaEventRecord before the wait, producer = last launch before the
+    record, consumer = first launch after the wait.
+    wait@4:  K1 (7)  -> C1 (13): gap 5 µs
+    wait@8:  K2 (7)  -> K3 (7): same stream, not a switch (dropped)
+    wait@11: K3 (7)  -> C2 (13): gap 2 µs
+    wait@14: C2 (13) -> K4 (7): raw -1 µs -> 0
+    """
+    trace, iv = load(tmp_path, two_stream_rank(sync_events=False))
+    edges, source = switch_edges(trace.events, iv)
+    assert source == "runtime_calls"
+    e = edges.sort_values("wait_start")
+    assert e["switch_gap_ns"].tolist() == [5_000, 2_000, 0]
+    assert e["wait_on_stream"].tolist() == [COMPUTE, COMPUTE, COMM]
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    assert out["stream_switches"]["source"] == "runtime_calls"
+    assert out["stream_switches"]["switch_gap"]["total_ns"] == 7_000
+    assert any("fell back to cudaStreamWaitEvent" in n for n in out["notes"])
+
+
+def test_consumer_waiting_on_two_events_counts_idle_once(tmp_path):
+    """C (13) waits on K (7, ends 20) and K' (20, ends 25): idle = 30 - 25 = 5 µs, once,
+    on the binding edge (K'); the other edge gets 0 (not 30 - 20 = 10)."""
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 100)
+    b.kernel("k_a", stream=7, start=10, dur=10, launch=1)
+    b.kernel("k_b", stream=20, start=10, dur=15, launch=2)
+    ra = b.runtime("cudaEventRecord", 3, 0.1)
+    rb = b.runtime("cudaEventRecord", 4, 0.1)
+    wa = b.runtime("cudaStreamWaitEvent", 5, 0.1)
+    b.stream_wait(stream=13, at=5, wait_on_stream=7, record_corr=ra, corr=wa)
+    wb = b.runtime("cudaStreamWaitEvent", 6, 0.1)
+    b.stream_wait(stream=13, at=6, wait_on_stream=20, record_corr=rb, corr=wb)
+    b.kernel(NCCL, stream=13, start=30, dur=10, launch=7)
+    trace, iv = load(tmp_path, b)
+    edges, _ = switch_edges(trace.events, iv)
+    e = edges.sort_values("wait_start")
+    assert e["gap_raw_ns"].tolist() == [10_000, 5_000]
+    assert e["switch_gap_ns"].tolist() == [0, 5_000]
+    assert int(np.sum(e["switch_gap_ns"])) == 5_000
+
+
+def test_no_runtime_events_says_what_is_missing(tmp_path):
+    """Device work only: no launch calls, no waits -> both sections say why."""
+    b = TraceBuilder(rank=0)
+    b.kernel("gemm", stream=7, start=10, dur=20)
+    b.kernel(NCCL, stream=13, start=15, dur=10)
+    trace, iv = load(tmp_path, b)
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    json.dumps(out, allow_nan=False)
+    assert out["stream_switches"]["source"] == "none"
+    assert out["launches"] == {"computed": False}
+    notes = " ".join(out["notes"])
+    assert "stream switches: not computed" in notes
+    assert "kernel launches: not computed" in notes
+    assert "per-step figures: not computed" in notes
+    assert out["step_ms"] is None
+    assert out["findings"] == []
