@@ -5,11 +5,13 @@
 
 For each size a realistic one-rank Kineto trace is generated once (by
 ``gen_trace.py``, cached under ``--workdir``). Every tool then runs in a fresh
-subprocess, so its peak RSS is its own; the child times its work after its
-imports (``time_s``) and the parent the whole process (``wall_s``). Tools:
+subprocess, so its peak RSS is its own (its own peak + its largest child's);
+the child times its work after its imports, as wall time (``time_s``) and as
+CPU time of it and its children (``cpu_s``, the fair figure on a shared,
+oversubscribed machine); the parent times the whole process (``wall_s``). Tools:
 
-- ``bare orjson``: read the bytes + ``orjson.loads`` (the floor for any loader
-  that must look at every event);
+- ``bare orjson``: read the bytes + ``orjson.loads`` with the GC off (the floor
+  for any loader that must look at every event; with the GC on it is ~4x slower);
 - ``bare json``: the same with the stdlib ``json.loads``;
 - ``alt orjson->cols``: the loader's job done with orjson dicts instead of
   msgspec structs (why the loader uses msgspec);
@@ -41,17 +43,23 @@ _PRELUDE = textwrap.dedent(
     """
     import json, resource, sys, time
     path = sys.argv[1]
+    def _cpu():
+        s = resource.getrusage(resource.RUSAGE_SELF)
+        c = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    _cpu0 = _cpu()
     def done(t0, note=""):
         ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         ch = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         print("@@RESULT " + json.dumps({"time_s": time.perf_counter() - t0,
-              "rss_mb": (ru + ch) / 1024, "note": note}))
+              "cpu_s": _cpu() - _cpu0, "rss_mb": (ru + ch) / 1024, "note": note}))
     """
 )
 
 CHILDREN = {
     "bare orjson": """
-import orjson
+import gc, orjson
+gc.disable()  # the fastest way to call it: with GC on, 2M dicts cost ~4x more
 t0 = time.perf_counter()
 with open(path, "rb") as f:
     doc = orjson.loads(f.read())
@@ -59,7 +67,8 @@ n = len(doc["traceEvents"])
 done(t0, f"{n} events")
 """,
     "bare json": """
-import json as _json
+import gc, json as _json
+gc.disable()
 t0 = time.perf_counter()
 with open(path, "rb") as f:
     doc = _json.loads(f.read())
@@ -197,7 +206,10 @@ def main() -> None:
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     results: dict[tuple[int, str], dict] = {}
     mb: dict[int, float] = {}
-    hdr = f"{'events':>9} {'MB':>6}  {'tool':<18} {'time_s':>8} {'wall_s':>8} {'peak_MB':>8}  note"
+    hdr = (
+        f"{'events':>9} {'MB':>6}  {'tool':<18} {'cpu_s':>7} {'time_s':>7} {'wall_s':>7} "
+        f"{'peak_MB':>8}  note"
+    )
     print(hdr)
     print("-" * len(hdr))
     for n in sizes:
@@ -209,16 +221,17 @@ def main() -> None:
             r = run_child(tool, path, a.timeout)
             results[(n, tool)] = r
             if "error" in r:
-                print(f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {'-':>8} {'-':>8} {'-':>8}  {r['error']}")
+                print(f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {'-':>7} {'-':>7} {'-':>7} {'-':>8}  "
+                      f"{r['error']}", flush=True)  # fmt: skip
             else:
                 print(
-                    f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {r['time_s']:>8.2f} {r['wall_s']:>8.2f} "
-                    f"{r['rss_mb']:>8.0f}  {r['note']}",
+                    f"{n:>9} {mb[n]:>6.0f}  {tool:<18} {r['cpu_s']:>7.2f} {r['time_s']:>7.2f} "
+                    f"{r['wall_s']:>7.2f} {r['rss_mb']:>8.0f}  {r['note']}",
                     flush=True,
                 )
     print()
-    print(f"{'events':>9}  {'ours/bare orjson':>16} {'HTA/ours (time)':>16} "
-          f"{'ours/HTA (RSS)':>15} {'ours ns/event':>14}")  # fmt: skip
+    print(f"{'events':>9}  {'metric':<6} {'ours/bare orjson':>16} {'HTA/ours':>9} "
+          f"{'ours/HTA RSS':>12} {'ours ns/event':>14}")  # fmt: skip
     for n in sizes:
         ours = results.get((n, "domino-prof"), {})
         bare = results.get((n, "bare orjson"), {})
@@ -227,9 +240,10 @@ def main() -> None:
         def ratio(x: dict, y: dict, k: str) -> str:
             return f"{x[k] / y[k]:.2f}" if k in x and k in y and y[k] else "-"
 
-        per = f"{ours['time_s'] / n * 1e9:.0f}" if "time_s" in ours else "-"
-        print(f"{n:>9}  {ratio(ours, bare, 'time_s'):>16} {ratio(hta, ours, 'time_s'):>16} "
-              f"{ratio(ours, hta, 'rss_mb'):>15} {per:>14}")  # fmt: skip
+        for k in ("cpu_s", "time_s"):
+            per = f"{ours[k] / n * 1e9:.0f}" if k in ours else "-"
+            print(f"{n:>9}  {k[:-2]:<6} {ratio(ours, bare, k):>16} {ratio(hta, ours, k):>9} "
+                  f"{ratio(ours, hta, 'rss_mb'):>12} {per:>14}")  # fmt: skip
     print(f"# load avg at end {os.getloadavg()[0]:.2f}")
 
 

@@ -42,16 +42,21 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
         from browser import render_page
 
-        probe = ("(() => { const t = performance.now(); return {drawn_ms: t, "
-                 "figs: document.querySelectorAll('div.dp-plot .main-svg').length > 0 ? "
-                 "document.querySelectorAll('div.dp-plot').length : 0}; })()")
+        probe = (
+            "(() => { const t = performance.now(); return {drawn_ms: t, "
+            "figs: document.querySelectorAll('div.dp-plot .main-svg').length > 0 ? "
+            "document.querySelectorAll('div.dp-plot').length : 0}; })()"
+        )
         t4 = time.perf_counter()
-        res = render_page(out, probe=probe, settle_s=0.0,
-                          screenshot=Path(args.out).with_suffix(".png"))
+        res = render_page(
+            out, probe=probe, settle_s=0.0, screenshot=Path(args.out).with_suffix(".png")
+        )
         t5 = time.perf_counter()
-        print(f"browser: load+draw {res.value['drawn_ms'] / 1e3:.2f} s (page clock), "
-              f"{t5 - t4:.1f} s wall incl. start-up and screenshot; figures {res.value['figs']}; "
-              f"console errors {len(res.console_errors)}")
+        print(
+            f"browser: load+draw {res.value['drawn_ms'] / 1e3:.2f} s (page clock), "
+            f"{t5 - t4:.1f} s wall incl. start-up and screenshot; figures {res.value['figs']}; "
+            f"console errors {len(res.console_errors)}"
+        )
 
 
 if __name__ == "__main__":

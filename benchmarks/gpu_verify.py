@@ -66,7 +66,13 @@ def run(rank: int, world: int, port: int, out: str) -> None:
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=seed, device=dev, dtype=torch.float32)
     res["reference_loss_fp32"] = ref_loss
     for dtype in (torch.float32, torch.bfloat16):
-        for splits, overlap in ((1, False), (2, True), (4, True)):
+        for splits, overlap, graphs in (
+            (1, False, False),
+            (2, True, False),
+            (4, True, False),
+            (1, False, True),
+            (2, True, True),
+        ):
             comm = TPComm()
             loss, errs = compare(
                 cfg,
@@ -79,8 +85,12 @@ def run(rank: int, world: int, port: int, out: str) -> None:
                 seed=seed,
                 device=dev,
                 dtype=dtype,
+                graphs=graphs,
             )
-            key = f"{'domino' if overlap else 'tp'}_splits{splits}_{str(dtype)[6:]}"
+            key = (
+                f"{'domino' if overlap else 'tp'}_splits{splits}_{str(dtype)[6:]}"
+                f"{'_cudagraphs' if graphs else ''}"
+            )
             res[key] = {
                 "loss": loss,
                 "max_rel_err": max(errs.values()),

@@ -82,10 +82,21 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(None, help="Run directory (default runs/<time>-<model>-tp<N>)."),
         timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
         seed: int = typer.Option(1234),
+        cuda_graphs: bool = typer.Option(False, help="Replay each sub-layer core as a CUDA "
+                                         "graph (cuts host launch overhead; CUDA only)."),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
+        reanalyze: Path = typer.Option(None, help="Train nothing: re-analyse this existing "
+                                       "run directory in place (e.g. copied back from a GPU "
+                                       "node without plotly) and print its table."),
     ) -> None:
         """Train the reference TP Llama a few steps per mode, profiled; write traces,
         run.json, analysis and report into a run directory."""
+        from domino_prof.reference_model import launcher
+
+        if reanalyze is not None:
+            result = launcher.refresh(reanalyze)
+            print_comparison(result)
+            return
         from domino_prof.reference_model.config import RunConfig, preset
 
         torch = _import_torch()
@@ -108,11 +119,10 @@ def register(app: typer.Typer) -> None:
             splits=splits, modes=modes, device=device,
             dtype=dtype if dtype != "auto" else ("bfloat16" if device == "cuda" else "float32"),
             warmup_steps=warmup, timed_steps=steps, profile_steps=profile_steps, seed=seed,
-            data=str(data) if data else None, timeout_s=timeout,
+            data=str(data) if data else None, timeout_s=timeout, cuda_graphs=cuda_graphs,
         ).validate()
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
-        from domino_prof.reference_model import launcher
 
         if _under_torchrun():
             from domino_prof.reference_model.train import worker

@@ -45,7 +45,7 @@ class ModelConfig:
         return 6.0 * self.n_params(embedding=False) + 12.0 * self.n_layers * self.dim * seq
 
 
-def tiny() -> ModelConfig:
+def tiny() -> ModelConfig:  # divisible by tp 1, 2, 4, 8 (heads 16, kv heads 8)
     return ModelConfig(name="tiny", dim=256, ffn_dim=512, n_heads=16, n_kv_heads=8,
                        n_layers=2, vocab_size=512)
 
@@ -99,6 +99,7 @@ class RunConfig:
     lr: float = 1e-4
     data: str | None = None
     timeout_s: float = 900.0
+    cuda_graphs: bool = False
 
     def validate(self) -> RunConfig:
         m = self.model
@@ -125,6 +126,8 @@ class RunConfig:
                 raise ConfigError(f"unknown mode {mode!r}; choose domino, tp, nocomm or all")
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"--device must be cpu or cuda, got {self.device!r}")
+        if self.cuda_graphs and self.device != "cuda":
+            raise ConfigError("--cuda-graphs needs --device cuda")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
         if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:

@@ -147,21 +147,40 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     if analyze:
         analyses = _analyze_modes(out, run)
     run["comparison"] = comparison_rows(run["modes"])
+    _write_report(out, run, analyses)
     atomic_write_json(out / "run.json", run)
     res_path.unlink()
-    if analyze:
-        try:
-            from domino_prof.report import write_report
-        except ImportError as e:
-            run["notes"].append(f"no report: {e}")
-        else:
-            if analyses:
-                try:
-                    write_report(analyses, out / "report.html", run=run)
-                except TypeError:  # single-analysis signature
-                    first = analyses.get("domino") or next(iter(analyses.values()))
-                    write_report(first, out / "report.html", run=run)
     return run
+
+
+def refresh(out: Path) -> dict:
+    """Re-analyse an existing run directory in place (e.g. one copied back from a GPU
+    node without the analysis dependencies): analysis.json per mode, run.json's
+    hidden % and comparison table, and report.html."""
+    run_path = out / "run.json"
+    if not run_path.is_file():
+        raise RunError(f"{out}: no run.json here; point at a directory written by "
+                       f"`domino-prof run`")
+    run = json.loads(run_path.read_text())
+    run["notes"] = [n for n in run.get("notes", []) if not n.startswith(("traces not", "no report"))]
+    analyses = _analyze_modes(out, run)
+    run["comparison"] = comparison_rows(run["modes"])
+    _write_report(out, run, analyses)
+    atomic_write_json(run_path, run)
+    return run
+
+
+def _write_report(out: Path, run: dict, analyses: dict) -> None:
+    """report.html for every analysed mode (plotly is a dependency of the analysis
+    side only: a bare GPU node may lack it, and then a note says so)."""
+    if not analyses:
+        return
+    try:
+        from domino_prof.report import write_report
+    except ImportError as e:
+        run["notes"].append(f"no report: {e}")
+        return
+    write_report(analyses, out / "report.html", run=run)
 
 
 def _analyze_modes(out: Path, run: dict) -> dict:

@@ -160,12 +160,14 @@ class ColumnParallelFn(torch.autograd.Function):
       wgrad  dW = gyᵀ x       [N / R, K] local, overlaps the all-reduce
     The reduced dx goes to ``box`` (see module docstring); x's autograd gradient is
     None, so x must be a detached tensor when ``box`` is given.
+    ``local=True`` (CUDA-graph pieces): no collective here at all; the *partial* dx
+    is returned to autograd and the schedule reduces it outside the graph.
     """
 
     @staticmethod
-    def forward(ctx, x, weight, comm: TPComm, box: GradBox | None):
+    def forward(ctx, x, weight, comm: TPComm, box: GradBox | None, local: bool):
         ctx.save_for_backward(x, weight)
-        ctx.comm, ctx.box = comm, box
+        ctx.comm, ctx.box, ctx.local = comm, box, local
         return x @ weight.t()
 
     @staticmethod
@@ -173,6 +175,9 @@ class ColumnParallelFn(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         comm, box = ctx.comm, ctx.box
         dx = gy @ weight  # [..., K] partial over TP ranks
+        if ctx.local:
+            dw = gy.flatten(0, -2).t() @ x.flatten(0, -2)
+            return dx, dw, None, None, None
         if box is None or box.sync:
             comm.all_reduce(dx, async_op=False)
             work = None
@@ -180,10 +185,10 @@ class ColumnParallelFn(torch.autograd.Function):
             work = comm.all_reduce(dx, async_op=True)
         dw = gy.flatten(0, -2).t() @ x.flatten(0, -2)  # [N/R, K]
         if box is None:
-            return dx, dw, None, None
+            return dx, dw, None, None, None
         box.dx, box.work = dx, work
         box.close_range()  # the unit's backward range ends with its last GEMM
-        return None, dw, None, None
+        return None, dw, None, None, None
 
 
 class ColumnParallelLinear(nn.Module):
@@ -195,9 +200,11 @@ class ColumnParallelLinear(nn.Module):
         self.weight = nn.Parameter(weight)
         self.comm = comm
         self.grad_box: GradBox | None = None
+        self.local_dgrad = False  # set while capturing CUDA-graph pieces
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ColumnParallelFn.apply(x, self.weight, self.comm, self.grad_box)
+        return ColumnParallelFn.apply(x, self.weight, self.comm, self.grad_box,
+                                      self.local_dgrad)
 
 
 class VocabParallelCrossEntropy(torch.autograd.Function):

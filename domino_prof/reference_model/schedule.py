@@ -25,6 +25,15 @@ in program order, and NCCL's ``wait()`` orders the compute stream after the
 collective. ``tp`` is the same machinery with one micro-batch, every collective
 waited for at once and the backward all-reduce waited for before wgrad
 (synchronous Megatron TP); ``nocomm`` is ``tp`` with collectives skipped.
+
+CUDA graphs (``graphs=True``, CUDA only): every attn/mlp ``core`` of every
+micro-batch becomes its own graphed callable (``torch.cuda.make_graphed_callables``,
+forward and backward graphs, captured in schedule order and replayed in it), so
+the host launches one graph per piece instead of dozens of kernels. The graphs
+hold no collective: the column-parallel dgrad comes out of the backward graph
+unreduced and the schedule all-reduces it (async for Domino, so it overlaps the
+next piece; the overlap with the piece's own wgrad is given up). Norms, the
+head and all collectives stay eager.
 """
 
 from __future__ import annotations
@@ -62,9 +71,21 @@ class _State:
 
     x_leaf: torch.Tensor
     n: torch.Tensor  # norm output (graph back to x_leaf)
+    n_in: torch.Tensor  # the core's input: n detached (a grad leaf in graph mode)
     out: torch.Tensor  # partial sums (attn/mlp) or the loss (head); graph back to n.detach()
     box: GradBox  # core backward range + pending input gradient
     norm_box: GradBox  # norm piece backward range
+
+
+class _Piece(torch.nn.Module):
+    """A distinct module per graphed (unit, micro-batch) around a shared core."""
+
+    def __init__(self, core: torch.nn.Module, *, with_rope: bool) -> None:
+        super().__init__()
+        self.core, self.with_rope = core, with_rope
+
+    def forward(self, x, rope=None):
+        return self.core(x, rope) if self.with_rope else self.core(x)
 
 
 def units_of(model: Transformer) -> list[Unit]:
@@ -81,13 +102,36 @@ class StepRunner:
     async collectives (False: every collective is waited for immediately).
     """
 
-    def __init__(self, model: Transformer, comm: TPComm, *, splits: int, overlap: bool) -> None:
+    def __init__(self, model: Transformer, comm: TPComm, *, splits: int, overlap: bool,
+                 graphs: bool = False) -> None:
         self.model, self.comm = model, comm
-        self.splits, self.overlap = splits, overlap
+        self.splits, self.overlap, self.graphs = splits, overlap, graphs
         self.units = units_of(model)
         cfg = model.cfg
         self.vocab_start = comm.rank * (cfg.vocab_size // comm.size)
         self._rope: dict = {}
+        self._graphed: dict | None = None  # (unit, b) -> graphed core
+        self._graph_shape = None
+
+    def _capture(self, mb_shape: tuple, rope: torch.Tensor, dtype) -> None:
+        """Capture one graphed core per (attn/mlp unit, micro-batch), in schedule order."""
+        keys = [(u, b) for u in self.units if u.kind != "head" for b in range(self.splits)]
+        pieces, args = [], []
+        for u, b in keys:
+            core = self._norm_and_core(u)[1]
+            pieces.append(_Piece(core, with_rope=(u.kind == "attn")))
+            x = torch.zeros(mb_shape, device=rope.device, dtype=dtype, requires_grad=True)
+            args.append((x, rope) if u.kind == "attn" else (x,))
+        cols = [self._col(u) for u, _ in keys]
+        for c in cols:
+            c.local_dgrad = True
+        try:
+            graphed = torch.cuda.make_graphed_callables(tuple(pieces), tuple(args))
+        finally:
+            for c in cols:
+                c.local_dgrad = False
+        self._graphed = dict(zip(keys, graphed))
+        self._graph_shape = mb_shape
 
     # -- pieces --------------------------------------------------------------------------
     def _norm_and_core(self, u: Unit):
@@ -118,7 +162,12 @@ class StepRunner:
         col = self._col(u)
         col.grad_box = box
         try:
-            if u.kind == "attn":
+            if self._graphed is not None and u.kind != "head":
+                # the core's backward range closes after the graph, where dgrad is ready
+                n_in.requires_grad_()
+                args = (bwd_range_close(n_in, box),) + ((rope,) if u.kind == "attn" else ())
+                out = self._graphed[(u, b)](*args)
+            elif u.kind == "attn":
                 out = core(n_in, rope)
             elif u.kind == "mlp":
                 out = core(n_in)
@@ -129,7 +178,7 @@ class StepRunner:
         finally:
             col.grad_box = None
         out = bwd_range_open(out, box)
-        return _State(x_leaf=x_leaf, n=n, out=out, box=box, norm_box=norm_box)
+        return _State(x_leaf=x_leaf, n=n, n_in=n_in, out=out, box=box, norm_box=norm_box)
 
     # -- the step ------------------------------------------------------------------------
     def step(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -144,6 +193,9 @@ class StepRunner:
         rope = self._rope[key]
         denom = float(B * S)
         tok_mb, tgt_mb = tokens.chunk(N, 0), targets.chunk(N, 0)
+        mb_shape = (B // N, S, model.cfg.dim)
+        if self.graphs and self._graph_shape != mb_shape:
+            self._capture(mb_shape, rope, model.tok_embeddings.weight.dtype)
         order = [(u, b) for u in self.units for b in range(N)]
 
         # ---- forward ----
@@ -198,6 +250,10 @@ class StepRunner:
             else:
                 # out = x_leaf + g(partial): d out / d partial is the identity
                 torch.autograd.backward(st.out, grads[b])
+                if self._graphed is not None:  # graphs return dgrad unreduced: reduce here
+                    with record_function(u.range_name("bwd", b)):
+                        st.box.dx = st.n_in.grad
+                        st.box.work = comm.all_reduce(st.box.dx, async_op=self.overlap)
             waiting[b] = (u, st)
             if not self.overlap:
                 finish(b)

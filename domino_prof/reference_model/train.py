@@ -94,7 +94,8 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
     comm = TPComm(comm_group, enabled=(mode != "nocomm"))
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
     splits = cfg.splits if mode == "domino" else 1
-    runner = StepRunner(model, comm, splits=splits, overlap=(mode == "domino"))
+    runner = StepRunner(model, comm, splits=splits, overlap=(mode == "domino"),
+                        graphs=cfg.cuda_graphs)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, foreach=True)
     data = TokenSource(cfg, device)
     losses: list[float] = []
@@ -221,7 +222,8 @@ def worker(cfg: RunConfig, out: Path) -> int:
             if rank == 0:
                 print(f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
                       f"mbs {cfg.mbs}, splits {cfg.splits if mode == 'domino' else 1}, "
-                      f"{cfg.device}/{cfg.dtype}", flush=True)
+                      f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}",
+                      flush=True)
             results[mode] = run_mode(cfg, mode, device=device, out=out)
             if rank == 0:
                 r = results[mode]

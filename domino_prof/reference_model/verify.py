@@ -30,14 +30,21 @@ def reference_grads(cfg: ModelConfig, inp, tgt, *, seed: int, device, dtype) -> 
     ref = build_reference(cfg, seed=seed, device=device, dtype=dtype)
     loss = ref.loss(inp, tgt)
     loss.backward()
-    return float(loss), {n: p.grad for n, p in ref.named_parameters()}
+    return float(loss.detach()), {n: p.grad for n, p in ref.named_parameters()}
 
 
 def compare(cfg: ModelConfig, comm: TPComm, ref_grads: dict, inp, tgt, *, splits: int,
-            overlap: bool, seed: int, device, dtype) -> tuple[float, dict[str, float]]:
-    """(loss, {param name: relative error of this rank's gradient shard})."""
+            overlap: bool, seed: int, device, dtype,
+            graphs: bool = False) -> tuple[float, dict[str, float]]:
+    """(loss, {param name: relative error of this rank's gradient shard}).
+    With ``graphs`` the step runs twice (capture, then replay) and the second,
+    replayed step's gradients are compared."""
     model = shard_model(cfg, comm, seed=seed, device=device, dtype=dtype)
-    loss = StepRunner(model, comm, splits=splits, overlap=overlap).step(inp, tgt)
+    runner = StepRunner(model, comm, splits=splits, overlap=overlap, graphs=graphs)
+    loss = runner.step(inp, tgt)
+    if graphs:
+        model.zero_grad(set_to_none=True)
+        loss = runner.step(inp, tgt)
     errs = {}
     for name, p in model.named_parameters():
         want = shard_tensor(name, ref_grads[name], cfg=cfg, rank=comm.rank, tp=comm.size)
