@@ -7,10 +7,69 @@ itself here; heavy libraries are imported inside the command bodies.
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
+import click
 import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.2x vendors click as typer._click and raises its exception classes
+    from typer._click import exceptions as _tx
+except ImportError:  # pragma: no cover - older typer raises click's own
+    _tx = click.exceptions
+_cx = click.exceptions
+
+
+def _both(name: str) -> tuple[type, ...]:
+    return tuple({getattr(m, name) for m in (_tx, _cx) if hasattr(m, name)})
+
+
+_NO_ARGS_HELP = _both("NoArgsIsHelpError")
+_CLICK_ERROR = _both("ClickException")
+_USAGE_ERROR = _both("UsageError")
+
+
+def _usage_line(e: Exception) -> str:
+    """One stderr line for a usage error: the message plus where to look."""
+    msg = " ".join(e.format_message().split()) or "bad usage"
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None else "domino-prof"
+    return f"domino-prof: error: {msg} (see {where} --help)"
+
+
+class _OneLineErrors(TyperGroup):
+    """Usage errors (bad option value, unknown option, missing argument) print one line
+    on stderr and exit 2, for every command; ``--help`` and normal exits are untouched.
+
+    Routed through ``main`` so that the console script (``domino_prof.cli:app``) and
+    ``typer.testing.CliRunner().invoke(app, ...)`` behave the same.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        super().invoke(ctx)  # a command's return value is not an exit code
+        return None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):  # fmt: skip
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_HELP as e:  # bare `domino-prof`: the help, as before
+            print(e.format_message())
+            sys.exit(2)
+        except _CLICK_ERROR as e:  # UsageError, BadParameter, NoSuchOption, ...
+            print(_usage_line(e), file=sys.stderr)
+            sys.exit(2 if isinstance(e, _USAGE_ERROR) else e.exit_code)
+        except (typer.Abort, click.Abort):
+            print("domino-prof: error: aborted", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="domino-prof",
     help="Exact TP comm/compute overlap from PyTorch profiler traces, "
     "and a reference Domino tensor-parallel Llama.",

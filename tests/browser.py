@@ -9,7 +9,7 @@ reported in ``PageResult.network_requests``).
 
 Install the browser on Debian/Ubuntu with::
 
-    apt-get update && apt-get install -y --no-install-recommends chromium
+    apt-get update && apt-get install -y chromium
 
 Usage::
 
@@ -19,6 +19,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -28,7 +29,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome", "chrome-headless-shell")
+CHROMIUM_NAMES = (
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "chrome",
+    "chrome-headless-shell",
+)
 
 
 def find_chromium() -> str | None:
@@ -74,8 +81,14 @@ class _Pipe:
         msg, self.buf = self.buf.split(b"\0", 1)
         return json.loads(msg)
 
-    def send(self, method: str, params: dict | None = None, *, session: str | None = None,
-             timeout: float = 60.0) -> dict:
+    def send(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        session: str | None = None,
+        timeout: float = 60.0,
+    ) -> dict:
         self.next_id += 1
         mid = self.next_id
         msg: dict = {"id": mid, "method": method, "params": params or {}}
@@ -120,9 +133,17 @@ def _describe_console(ev: dict) -> tuple[str, str]:
     return "", ""
 
 
-def render_page(html: Path, *, probe: str | None = None, screenshot: Path | None = None,
-                width: int = 1400, height: int = 900, settle_s: float = 0.5,
-                timeout: float = 90.0) -> PageResult:
+def render_page(
+    html: Path,
+    *,
+    probe: str | None = None,
+    screenshot: Path | None = None,
+    width: int = 1400,
+    height: int = 900,
+    settle_s: float = 0.5,
+    timeout: float = 90.0,
+    clip: tuple[int, int, int, int] | None = None,
+) -> PageResult:
     """Load ``html`` from a file:// URL, evaluate ``probe`` (a JS expression, may be
     a Promise; its JSON value is returned), optionally save a full-page PNG."""
     exe = find_chromium()
@@ -149,37 +170,50 @@ def render_page(html: Path, *, probe: str | None = None, screenshot: Path | None
         os.dup2(a, 3, inheritable=True)
         os.dup2(b, 4, inheritable=True)
 
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=_fds, close_fds=False)
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_fds,  # noqa: PLW1509 - the only way to place the pipe on fds 3/4
+        close_fds=False,
+    )
     os.close(to_browser_r)
     os.close(from_browser_w)
     cdp = _Pipe(proc, to_browser_w, from_browser_r)
     res = PageResult()
     try:
         tgt = cdp.send("Target.createTarget", {"url": "about:blank"})
-        sess = cdp.send("Target.attachToTarget", {"targetId": tgt["targetId"],
-                                                   "flatten": True})["sessionId"]
+        sess = cdp.send("Target.attachToTarget", {"targetId": tgt["targetId"], "flatten": True})[
+            "sessionId"
+        ]
         for dom in ("Runtime.enable", "Log.enable", "Page.enable", "Network.enable"):
             cdp.send(dom, session=sess)
-        cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                         "deviceScaleFactor": 1,
-                                                         "mobile": False}, session=sess)
+        cdp.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=sess,
+        )
         cdp.send("Page.navigate", {"url": url}, session=sess)
         cdp.wait_event("Page.loadEventFired", timeout=timeout)
         time.sleep(settle_s)
         if probe is not None:
-            r = cdp.send("Runtime.evaluate", {"expression": probe, "returnByValue": True,
-                                              "awaitPromise": True}, session=sess,
-                         timeout=timeout)
+            r = cdp.send(
+                "Runtime.evaluate",
+                {"expression": probe, "returnByValue": True, "awaitPromise": True},
+                session=sess,
+                timeout=timeout,
+            )
             if "exceptionDetails" in r:
                 raise RuntimeError(f"probe failed: {r['exceptionDetails']}")
             res.value = r.get("result", {}).get("value")
         if screenshot is not None:
             import base64
 
-            shot = cdp.send("Page.captureScreenshot", {"format": "png",
-                                                       "captureBeyondViewport": True},
-                            session=sess, timeout=timeout)
+            params: dict = {"format": "png", "captureBeyondViewport": True}
+            if clip is not None:
+                params["clip"] = dict(zip(("x", "y", "width", "height"), clip), scale=1)
+            shot = cdp.send("Page.captureScreenshot", params, session=sess, timeout=timeout)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
             res.screenshot = screenshot
@@ -198,10 +232,8 @@ def render_page(html: Path, *, probe: str | None = None, screenshot: Path | None
             if level in ("error", "assert"):
                 res.console_errors.append(text)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # best effort; the process is killed below
             cdp.send("Browser.close", timeout=10)
-        except Exception:  # noqa: BLE001 - best effort; the process is killed below
-            pass
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

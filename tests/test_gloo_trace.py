@@ -4,8 +4,8 @@ The job: 2 ranks, 2 profiled steps; each step issues an async all_reduce inside
 ``comm.allreduce`` and then runs matmuls inside ``fwd.overlap`` while it is in flight.
 The expected numbers are computed from the raw JSON with ``decimal`` timestamps and
 plain loops (no numpy, no domino_prof code), following docs/METRICS.md:
-comm = ``gloo:*`` events; compute = ``cpu_op`` events on the process's other threads,
-minus the time inside ``c10d::*`` / ``record_param_comms`` ops.
+comm = ``gloo:*`` events; compute = ``aten::*`` and leaf ``cpu_op`` events (no op nested in them) on the
+process's other threads, minus the time inside ``c10d::*`` / ``record_param_comms`` ops.
 """
 
 from __future__ import annotations
@@ -132,7 +132,15 @@ def reference(path):
     pids = {e["pid"] for e in gloo}
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e["pid"] in pids
            and (e["pid"], e["tid"]) not in comm_threads]  # fmt: skip
-    compute = [(e["s"], e["e"]) for e in ops if not e["name"].startswith(NONCOMPUTE)]
+
+    # only aten::* and leaf ops count (no other op of the thread nested inside): a
+    # wrapper's own time is where the thread sits blocked in work.wait()
+    def is_leaf(o):
+        return o["name"].startswith("aten::") or not any(x is not o and x["tid"] == o["tid"] and o["s"] <= x["s"] < o["e"]
+                       and (x["s"], -x["e"]) > (o["s"], -o["e"]) for x in ops)  # fmt: skip
+
+    compute = [(e["s"], e["e"]) for e in ops
+               if not e["name"].startswith(NONCOMPUTE) and is_leaf(e)]  # fmt: skip
     excluded = [(e["s"], e["e"]) for e in ops if e["name"].startswith(NONCOMPUTE)]
     ref = _minus(_union(compute), _union(excluded))
     comm = _union([(e["s"], e["e"]) for e in gloo])

@@ -128,3 +128,36 @@ def test_versioned_api_names_are_launches(tmp_path):
     lt = launch_table(iv)
     assert lt["launched"].tolist() == [True]
     assert lt["launch_delay_ns"].tolist() == [8_000]  # 10 - (1 + 1)
+
+
+def test_device_idle_is_a_union_and_between_step_gaps_are_apart(tmp_path):
+    """Two streams idle at the same time count once; a gap across a step boundary is
+    reported apart, not in the per-step figures.
+
+    step 1 [0, 50), step 2 [50, 100). (launch) -> device:
+    stream 7: k1 (0) -> [2, 10); k2 (20) -> [30, 40): host-bound gap [10, 30) = 20
+              k3 (60, step 2) -> [70, 80): host-bound gap [40, 70) = 30, between steps
+    stream 9: m1 (1) -> [3, 10);  m2 (15) -> [25, 35): host-bound gap [10, 25) = 15
+    per gap, device-idle: k2 [10,30) minus m2's [25,35) = 15; m2 [10,25) = 15 (sum 30)
+    union for step 1: [10,30) minus [25,35) = [10,25) = 15
+    """
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 50)
+    b.step(2, 50, 100)
+    b.kernel("k1", stream=7, start=2, dur=8, launch=0)
+    b.kernel("m1", stream=9, start=3, dur=7, launch=1)
+    b.kernel("m2", stream=9, start=25, dur=10, launch=15)
+    b.kernel("k2", stream=7, start=30, dur=10, launch=20)
+    b.kernel("k3", stream=7, start=70, dur=10, launch=60)
+    _trace, iv = load(tmp_path, b)
+    la = analyze_overheads(_trace, iv, AnalysisConfig())["launches"]
+    it = {r["iteration"]: r for r in la["per_iteration"]}
+    assert it[1]["host_bound_device_idle_ns"] == 15_000
+    assert it[1]["host_bound_idle_ns"] == 35_000 and it[1]["n_host_bound"] == 2
+    assert it[2]["host_bound_device_idle_ns"] == 0 and it[2]["host_bound_idle_ns"] == 0
+    assert la["host_bound_between_steps_ns"] == 30_000
+    assert la["host_bound_idle_ns"] == 65_000  # every gap, steps or not
+    assert la["host_bound_device_idle_ns"] == 15_000
+    assert la["host_bound_device_idle_ms_per_step"] == pytest.approx(15_000 / 2 / 1e6)
+    per_stream = {r["stream"]: r for r in la["per_stream"]}
+    assert per_stream[7]["host_bound_device_idle_ns"] == 15_000 + 30_000  # per gap

@@ -13,7 +13,7 @@ import pytest
 from tracegen import TraceBuilder
 
 from domino_prof.analysis import AnalysisConfig, analyze, combine_comm_pattern
-from domino_prof.analysis.classify import innermost_containing
+from domino_prof.analysis.classify import innermost_containing, leaf_ops
 from domino_prof.errors import ConfigError, TraceError
 from domino_prof.trace import load_trace
 
@@ -471,3 +471,75 @@ def test_config_is_frozen_keyword_only_and_validated():
     assert combine_comm_pattern(None) == AnalysisConfig().comm_pattern
     with pytest.raises(ConfigError):
         combine_comm_pattern(None, replace=True)
+
+
+def test_cpu_blocked_wait_in_wrapper_is_not_compute(tmp_path):
+    """A thread blocked in ``work.wait()`` records no op of its own: the time shows only
+    as the self time of the enclosing wrapper op (an autograd node, a Python autograd
+    Function). Such wrappers (not aten::*, with ops nested in them) hide comm only
+    through their children; aten::* ops and leaf ops count in full.
+
+    main thread 1: ProfilerStep#1 [0,200);
+      ColumnParallelFnBackward [0,100) holding c10d::allreduce_ [5,10) and aten::mm
+      [30,45); then it blocks in wait() until 100 (no op);
+      VocabParallelCrossEntropy [110,190) holding c10d::allreduce_ [111,112), aten::max
+      [112,120) (leaf) and aten::mm [120,180) with a nested aten::empty [121,122)
+      (aten::* counts in full: [120,180)).
+    runloop thread 7: gloo:all_reduce [10,100) and [115,185).
+    C = 90 + 70 = 160.
+    compute reference = [30,45) ∪ [112,120) ∪ [120,180) = [30,45) ∪ [112,180)
+    hidden = |[10,100) ∩ [30,45)| + |[115,185) ∩ [112,180)| = 15 + 65 = 80, exposed 80.
+    (Counting the wrappers as compute, reference = [0,5) ∪ [10,100) ∪ [110,111) ∪
+    [112,190), would hide 90 + 70 = 160: everything.)
+    """
+    b = TraceBuilder(rank=0, backend="gloo")
+    b.thread_name(7, "thread 7 (pt_gloo_runloop)")
+    b.step(1, 0, 200, tid=1)
+    b.cpu("ColumnParallelFnBackward", 0, 100, tid=1)
+    b.cpu("c10d::allreduce_", 5, 5, tid=1)
+    b.cpu("aten::mm", 30, 15, tid=1)
+    b.cpu("VocabParallelCrossEntropy", 110, 80, tid=1)
+    b.cpu("c10d::allreduce_", 111, 1, tid=1)
+    b.cpu("aten::max", 112, 8, tid=1)
+    b.cpu("aten::mm", 120, 60, tid=1)
+    b.cpu("aten::empty", 121, 1, tid=1)
+    b.annotation("gloo:all_reduce", 10, 90, tid=7)
+    b.annotation("gloo:all_reduce", 115, 70, tid=7)
+    b.write(tmp_path / "rank0.json")
+    a = analyze(load_trace(tmp_path))
+    assert a.mode == "cpu"
+    assert rows(a.by_rank, ["rank"]) == {0: (160 * US, 80 * US, 80 * US)}
+    coll = a.by_collective.sort_values("start")
+    assert coll["hidden_ns"].tolist() == [15 * US, 65 * US]
+    # the wrappers stay compute rows (by_stream, wall time); they just hide nothing alone
+    names = set(a.intervals[a.intervals["kind"] == "compute"]["name"].astype(str))
+    assert {"ColumnParallelFnBackward", "VocabParallelCrossEntropy"} <= names
+
+
+def test_leaf_ops_match_brute_force():
+    """leaf_ops on random properly nested ranges (ties, zero-length) vs a plain scan."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        th, st, du = [], [], []
+        for k in range(3):
+            t, stack = 0, []
+            for _ in range(int(rng.integers(0, 25))):
+                t += int(rng.integers(0, 3))
+                if stack and rng.random() < 0.45:
+                    s0 = stack.pop()
+                    th.append(k), st.append(s0), du.append(t - s0)
+                else:
+                    stack.append(t)
+            while stack:
+                t += int(rng.integers(0, 3))
+                s0 = stack.pop()
+                th.append(k), st.append(s0), du.append(t - s0)
+        th, st, du = (np.array(x, dtype=np.int64) for x in (th, st, du))
+        got = leaf_ops(th, st, du)
+        for i in range(len(st)):
+            # a child: another op of the thread starting inside [s, e), not before i in
+            # (start, -end) order (equal ranges: the first one listed is the parent)
+            kids = [j for j in range(len(st)) if j != i and th[j] == th[i]
+                    and st[i] <= st[j] < st[i] + du[i]
+                    and (st[j], -(st[j] + du[j]), j) > (st[i], -(st[i] + du[i]), i)]  # fmt: skip
+            assert got[i] == (not kids), (i, st[i], du[i])

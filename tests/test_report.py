@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
 from domino_prof.analysis import analyze
@@ -34,13 +35,13 @@ from domino_prof.report import figures as F
 from domino_prof.report import write_compare, write_report
 from domino_prof.report.page import render_report
 from domino_prof.trace import load_trace
-from tracegen import TraceBuilder
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 
 
-def domino_trace(out: Path, *, world: int = 2, c1_start: float = 65.0,
-                 with_comm: bool = True) -> Path:
+def domino_trace(
+    out: Path, *, world: int = 2, c1_start: float = 65.0, with_comm: bool = True
+) -> Path:
     """The trace of the module docstring, one file per rank."""
     out.mkdir(parents=True, exist_ok=True)
     for rank in range(world):
@@ -70,9 +71,12 @@ def dom(tmp_path_factory):
 def figure_specs(html: str) -> list[tuple[int, dict]]:
     """(data-expected-traces, figure JSON) of every figure div in a page."""
     out = []
-    for m in re.finditer(r'<div class="dp-plot" id="([^"]+)" data-expected-traces="(\d+)">'
-                         r'</div><script type="application/json" id="\1-data">(.*?)</script>',
-                         html, flags=re.S):
+    for m in re.finditer(
+        r'<div class="dp-plot" id="([^"]+)" data-expected-traces="(\d+)">'
+        r'</div><script type="application/json" id="\1-data">(.*?)</script>',
+        html,
+        flags=re.DOTALL,
+    ):
         out.append((int(m.group(2)), json.loads(m.group(3).replace("<\\/", "</"))))
     return out
 
@@ -123,8 +127,12 @@ def test_merge_for_display_merges_only_crowded_lanes():
     m, merged = tl.merge_for_display(pieces, max_per_lane=2)
     assert merged
     got = m[["stream", "start", "end", "part", "count", "busy_ns"]].values.tolist()
-    assert got == [[7, 0, 95, "compute", 10, 50], [7, 50, 52, "comm_exposed", 1, 2],
-                   [13, 0, 2, "comm_exposed", 1, 2], [13, 3, 4, "comm_exposed", 1, 1]]
+    assert got == [
+        [7, 0, 95, "compute", 10, 50],
+        [7, 50, 52, "comm_exposed", 1, 2],
+        [13, 0, 2, "comm_exposed", 1, 2],
+        [13, 3, 4, "comm_exposed", 1, 1],
+    ]
     same, merged2 = tl.merge_for_display(pieces, max_per_lane=100)
     assert not merged2 and len(same) == 13
 
@@ -138,10 +146,12 @@ def test_pick_iteration_median():
 
 def test_layer_grid_and_op_table(dom):
     g = tl.layer_grid(dom.by_op)
-    got = {(r.phase, r.block, r.layer, r.batch): round(r.hidden_pct, 6)
-           for r in g.itertuples()}
-    assert got == {("fwd", "attn", 0, 0): 100.0, ("fwd", "attn", 0, 1): round(500 / 30, 6),
-                   ("bwd", "attn", 0, 0): 50.0}
+    got = {(r.phase, r.block, r.layer, r.batch): round(r.hidden_pct, 6) for r in g.itertuples()}
+    assert got == {
+        ("fwd", "attn", 0, 0): 100.0,
+        ("fwd", "attn", 0, 1): round(500 / 30, 6),
+        ("bwd", "attn", 0, 0): 50.0,
+    }
     t = tl.op_table(dom.by_op)
     # pooled over 2 ranks: exposed 2x25, 2x10, 0 µs
     assert t[["op", "exposed_ns", "n_ranks"]].values.tolist() == [
@@ -179,7 +189,8 @@ def test_timeline_figure(dom):
     # t0 = 10 µs (first device start); rank 0 exposed pieces [70,95] and [130,140]
     r0 = [i for i, y in enumerate(ex.y) if y == "rank 0 · stream 14"]
     assert [round(ex.base[i], 6) for i in r0] == [0.06] and [round(ex.x[i], 6) for i in r0] == [
-        0.025]
+        0.025
+    ]
     assert not sec.notes  # nothing downsampled
 
 
@@ -200,14 +211,18 @@ def test_exposed_by_op_values(dom):
     fig = F.exposed_by_op(dom).body
     exposed = next(t for t in fig.data if t.name == "comm, exposed")
     # µs per step and rank, smallest first (bars are drawn bottom-up)
-    assert list(exposed.y) == ["fwd.layer_attn_0_batch_0", "bwd.layer_attn_0_batch_0",
-                               "fwd.layer_attn_0_batch_1"]
+    assert list(exposed.y) == [
+        "fwd.layer_attn_0_batch_0",
+        "bwd.layer_attn_0_batch_0",
+        "fwd.layer_attn_0_batch_1",
+    ]
     assert list(exposed.x) == [0.0, 10.0, 25.0]
 
 
 def test_missing_overheads_say_not_computed(dom):
-    a = SimpleNamespace(**{**dom.__dict__, "overheads": None,
-                           "notes": ["overheads: not computed: test says so"]})
+    a = SimpleNamespace(
+        **{**dom.__dict__, "overheads": None, "notes": ["overheads: not computed: test says so"]}
+    )
     for fn in (F.switch_gaps, F.launch_delays, F.graph_candidates, F.rank_skew, F.findings):
         body = fn(a).body
         assert isinstance(body, F.Unavailable) and "not computed" in body.reason, fn.__name__
@@ -239,7 +254,7 @@ def test_page_is_self_contained(tmp_path, dom):
     assert len(specs) == html.count('class="dp-plot"') >= 4
     for expected, spec in specs:
         assert expected == len(spec["data"]) > 0
-    blocks = re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S)
+    blocks = re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.DOTALL)
     assert blocks and not any(re.search(r"\bNaN\b|Infinity", b) for b in blocks)
     assert not list(tmp_path.glob(".r.html.*"))  # no temp file left by the atomic write
 
@@ -278,11 +293,20 @@ def test_no_device_activity_report(dom):
     # analyze() refuses a trace with neither device nor gloo events (TraceError); an
     # Analysis whose frames are empty must still render, saying so in place.
     empty = {k: v.iloc[:0] for k, v in dom.__dict__.items() if isinstance(v, pd.DataFrame)}
-    a = SimpleNamespace(**{**dom.__dict__, **empty, "totals": {"comm_ns": 0, "hidden_pct": None,
-                                                               "n_iterations": 0}})
+    a = SimpleNamespace(
+        **{**dom.__dict__, **empty, "totals": {"comm_ns": 0, "hidden_pct": None, "n_iterations": 0}}
+    )
     html = render_report(a)
     assert "No device activity in this trace" in html and "No comm in this trace" in html
     assert figure_specs(html) == []
+
+
+def test_write_report_mapping_is_a_run_report(tmp_path, dom):
+    # the launcher passes {mode: Analysis} with run.json: one group per mode, domino first
+    run = json.loads((make_run_dir(tmp_path / "run") / "run.json").read_text())
+    html = write_report({"tp": dom, "domino": dom}, tmp_path / "r.html", run=run).read_text()
+    assert html.index("Mode: domino") < html.index("Mode: tp")
+    assert "All modes" in html and len(figure_specs(html)) == 1 + 2 * 4
 
 
 def test_compare_page(tmp_path, dom):
@@ -342,8 +366,7 @@ def test_cli_report_run_dir(tmp_path):
 def test_cli_compare(tmp_path):
     run = make_run_dir(tmp_path / "run")
     out = tmp_path / "diff.html"
-    res = CliRunner().invoke(app, ["compare", str(run / "tp"), str(run / "domino"),
-                                   "-o", str(out)])
+    res = CliRunner().invoke(app, ["compare", str(run / "tp"), str(run / "domino"), "-o", str(out)])
     assert res.exit_code == 0, res.output
     # labels default to the mode names; tp's C1 is 5 µs more exposed per step and rank
     assert "tp vs domino" in res.output and "-5.00" in res.output

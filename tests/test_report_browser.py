@@ -2,7 +2,7 @@
 no console errors, every figure rendered with its expected number of traces, and a
 screenshot written under test-artifacts/ (gitignored).
 
-Needs Debian's ``chromium`` (``apt-get install -y --no-install-recommends chromium``).
+Needs Debian's ``chromium`` (``apt-get install -y chromium``).
 Skipped with a reason when it is missing outside CI; in CI (``$CI`` set) a missing
 browser is a failure.
 """
@@ -13,22 +13,25 @@ import os
 from pathlib import Path
 
 import pytest
-
 from browser import find_chromium, render_page
+from test_report import domino_trace, make_run_dir
+
 from domino_prof.analysis import analyze
 from domino_prof.commands.report import resolve
 from domino_prof.report import write_compare, write_report, write_run_report
 from domino_prof.trace import load_trace
-from test_report import domino_trace, make_run_dir
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 if find_chromium() is None:
     if os.environ.get("CI"):
-        raise RuntimeError("chromium is required in CI for the report browser tests: "
-                           "apt-get install -y --no-install-recommends chromium")
-    pytest.skip("chromium not installed (apt-get install -y chromium); not CI, so skipped",
-                allow_module_level=True)
+        raise RuntimeError(
+            "chromium is required in CI for the report browser tests: apt-get install -y chromium"
+        )
+    pytest.skip(
+        "chromium not installed (apt-get install -y chromium); not CI, so skipped",
+        allow_module_level=True,
+    )
 
 # For every figure div: what the page promised and what plotly drew (one SVG group per
 # trace: g.trace for scatter/bar, g.hm for heatmaps).
@@ -60,8 +63,10 @@ def check_page(html: Path, shot: str) -> tuple[list[dict], dict]:
 def test_harness_sees_errors_and_network(tmp_path):
     # the checks above can fail: a throwing script and an external image are reported
     bad = tmp_path / "bad.html"
-    bad.write_text("<html><body><img src='http://example.invalid/x.png'>"
-                   "<script>throw new Error('boom')</script></body></html>")
+    bad.write_text(
+        "<html><body><img src='http://example.invalid/x.png'>"
+        "<script>throw new Error('boom')</script></body></html>"
+    )
     res = render_page(bad, probe="1")
     assert any("boom" in e for e in res.console_errors)
     assert res.network_requests == ["http://example.invalid/x.png"]
@@ -98,3 +103,19 @@ def test_compare_renders(tmp_path):
     out = write_compare(a, b, tmp_path / "c.html", labels=("tp", "domino"))
     figs, _ = check_page(out, "compare.png")
     assert [f["expected"] for f in figs] == [2, 3, 3]
+
+
+REAL_RUN = Path(__file__).resolve().parent / "data" / "h200_llama3_3b_2layers_tp2"
+
+
+@pytest.mark.skipif(not (REAL_RUN / "run.json").is_file(), reason="real H200 run data missing")
+def test_real_h200_run_report(tmp_path):
+    # The committed 2-rank H200 run (tp and domino modes): every section that has data
+    # draws. tp runs comm on the compute stream, so it has no cross-stream waits.
+    src = resolve(REAL_RUN)
+    analyses = {m: analyze(load_trace(d)) for m, d in src.modes.items()}
+    out = write_run_report(analyses, tmp_path / "h200.html", run=src.run)
+    figs, _ = check_page(out, "report-h200.png")
+    # modes | domino: timeline (compute, hidden, exposed, memory), heatmap fwd/bwd, ops,
+    # switch gaps, launch delays, skew | tp: timeline (no hidden), heatmap, ops, launch, skew
+    assert [f["expected"] for f in figs] == [1, 4, 2, 2, 1, 1, 2, 3, 2, 2, 1, 2]

@@ -43,6 +43,7 @@ _OP_FORWARD = re.compile(r"^(?:fwd|forward)", re.IGNORECASE)
 # CPU-only traces: cpu_ops that launch or wait for collectives are not compute
 CPU_NONCOMPUTE = re.compile(r"^(?:c10d::|record_param_comms|_?c10d_functional::)")
 _C10D_LAUNCH = re.compile(r"^c10d::(?!.*wait)")
+_ATEN = re.compile(r"^aten::")
 
 INTERVAL_COLUMNS = (
     "rank", "device", "stream", "start", "end", "dur", "kind", "name", "correlation",
@@ -365,6 +366,15 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
     cand = is_cpu_op & in_gloo_proc & ~on_comm_thread
     comp = ev[cand & ~noncompute]
     excl = ev[cand & noncompute]
+    # a wrapper op (not aten::*, with ops nested in it) hides comm only through its
+    # children: its own time between them is where a thread sits blocked in
+    # ``work.wait()``, which records no op (docs: Extension)
+    ops = ev[cand]
+    leaf = leaf_ops(
+        thr_all[cand], ops["ts"].to_numpy(np.int64), np.maximum(ops["dur"].to_numpy(np.int64), 0)
+    )
+    leaf |= match_names(ops["name"], _ATEN)
+    comp_leaf = leaf[~noncompute[cand]]
 
     # gloo event -> its c10d launch op on the same process (docs: Extension)
     c10d = ev[is_cpu_op & in_gloo_proc & match_names(ev["name"], _C10D_LAUNCH)]
@@ -425,23 +435,44 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
         }
     )
     frame = _finish(frame)
-    # compute reference = ∪ compute cpu_ops minus time inside c10d/launch/wait ops
-    dk_c = _dense_dev(frame[frame["kind"].to_numpy() == "compute"], frame)
+    # compute reference = ∪ leaf/aten compute cpu_ops minus time inside c10d/launch/wait ops
+    c_start = c_ts[comp_leaf]
+    c_end = c_start + np.maximum(comp["dur"].to_numpy(np.int64)[comp_leaf], 0)
+    dk_c = _dense_dev(pd.DataFrame({"rank": c_rank[comp_leaf], "device": c_pid[comp_leaf]}), frame)
     ex = pd.DataFrame({"rank": excl["rank"].to_numpy(np.int64),
                        "device": excl["pid"].to_numpy(np.int64)})  # fmt: skip
     dk_x = _dense_dev(ex, frame)
-    cf = frame[frame["kind"].to_numpy() == "compute"]
     xs = excl["ts"].to_numpy(np.int64)
     known = dk_x >= 0
     rk, rs, re_ = iv.grouped_difference(
         dk_c,
-        cf["start"].to_numpy(),
-        cf["end"].to_numpy(),
+        c_start,
+        c_end,
         dk_x[known],
         xs[known],
         (xs + excl["dur"].to_numpy(np.int64))[known],
     )
     return _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+
+
+def leaf_ops(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """True for ops with no other op nested in them on the same thread.
+
+    Ops of a thread are properly nested; sorted by (thread, start, -end) an op's first
+    child, if any, is the next op, so an op is a leaf unless the next op of its thread
+    starts before it ends (a zero-length op has no children).
+    """
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    end = start + dur
+    order = np.lexsort((-end, start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    has_child = np.zeros(n, dtype=bool)
+    has_child[:-1] = (t[1:] == t[:-1]) & (s[1:] < e[:-1]) & (e[:-1] > s[:-1])
+    leaf = np.empty(n, dtype=bool)
+    leaf[order] = ~has_child
+    return leaf
 
 
 def _top_level(ops: pd.DataFrame) -> pd.DataFrame:

@@ -98,13 +98,14 @@ def build_findings(
     blk_ms = sw.get("blocking_sync_ms_per_step")
     if blk_ms and (_share(blk_ms, step_ms) or 0) > t["blocking_sync_share"]:
         b = (sw.get("blocking_syncs") or [{}])[0]
+        blk_rank, blk_it = _worst_iteration(sw.get("per_iteration", []), "blocking_sync_ns")
         add(
             "blocking_sync",
             "Blocking host syncs",
             f"{b.get('api')} and other blocking syncs take {blk_ms:.3f} ms of host time per step",
             blk_ms,
             "ms/step",
-            _where(op=b.get("op")),
+            _where(blk_rank, None, b.get("op"), blk_it),
             "drop .item()/.cpu()/synchronize() from the step; use non_blocking copies",
             blk_ms,
         )

@@ -23,8 +23,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from domino_prof.analysis.intervals import grouped_intersection, grouped_merge
-from domino_prof.analysis.switches import api_name, grouped_stats, prev_end_on_stream, stats_ns
+from domino_prof.analysis.intervals import (
+    grouped_difference,
+    grouped_intersection,
+    grouped_merge,
+    grouped_searchsorted,
+)
+from domino_prof.analysis.switches import (
+    api_name,
+    dense_key,
+    grouped_stats,
+    prev_end_on_stream,
+    stats_ns,
+)
 
 LAUNCH_APIS: tuple[str, ...] = (
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -58,18 +69,55 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     iv["host_bound"] = hb
     iv["host_bound_idle_ns"] = idle.astype(np.int64)
     # the part of each host-bound gap during which the whole device was idle
-    dev_key, _ = pd.factorize(pd.MultiIndex.from_arrays([iv["rank"], iv["device"]]))
+    dev_key = dense_key(iv["rank"].to_numpy(), iv["device"].to_numpy())
     mk, ms, me = grouped_merge(dev_key, iv["start"].to_numpy(), iv["end"].to_numpy())
     gap_s = np.where(hb, prev_end, 0)
     gap_e = np.where(hb, iv["start"].to_numpy(np.int64), 0)
     busy = grouped_intersection(dev_key, gap_s, np.maximum(gap_e, gap_s), mk, ms, me)
     iv["host_bound_device_idle_ns"] = np.where(hb, idle - busy, 0).astype(np.int64)
+    it = iv["iteration"].to_numpy(np.int64)
+    iv["in_step_gap"] = hb & (iv["prev_iteration"].to_numpy(np.int64) == it) & (it >= 0)
     iv["tiny"] = (
         launched
         & ~iv["graph_launched"].to_numpy()
         & (iv["dur"].to_numpy(np.int64) < iv["launch_cpu_ns"].to_numpy(np.int64))
     )
     return iv
+
+
+def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, iteration): |(union of the in-step host-bound gaps of all streams of a
+    device) minus (union of that device's busy time)|, summed over devices. Gaps on two
+    streams that are idle at the same time count once (a per-gap sum would not)."""
+    cols = ["rank", "iteration", "host_bound_device_idle_ns"]
+    sel = lt["in_step_gap"].to_numpy()
+    if not sel.any():
+        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+    dev_key = dense_key(lt["rank"].to_numpy(), lt["device"].to_numpy())
+    g = lt.loc[sel]
+    gk = dev_key[sel]
+    gs, ge = g["prev_end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)
+    k, ps, pe = grouped_difference(
+        gk, gs, ge, dev_key, lt["start"].to_numpy(np.int64), lt["end"].to_numpy(np.int64)
+    )
+    if len(k) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+    # attribute each idle piece to the iteration of a gap holding it: among the gaps of
+    # its device starting at or before the piece, the one reaching furthest (cummax)
+    o = np.lexsort((gs, gk))
+    gk, gs, ge = gk[o], gs[o], ge[o]
+    git = g["iteration"].to_numpy(np.int64)[o]
+    pos = np.arange(len(gk), dtype=np.float64)
+    run_max = pd.Series(ge).groupby(gk, sort=False).cummax().to_numpy()
+    at_max = pd.Series(np.where(ge == run_max, pos, np.nan))
+    arg = at_max.groupby(gk, sort=False).ffill().to_numpy().astype(np.int64)
+    j = grouped_searchsorted(gk, gs, k, ps, side="right") - 1
+    iteration = git[arg[j]]
+    first = np.unique(dev_key, return_index=True)[1]  # dense key -> its first row
+    rank_of_key = lt["rank"].to_numpy(np.int64)[first]
+    out = pd.DataFrame({"rank": rank_of_key[k], "iteration": iteration, "len": pe - ps})
+    out = out.groupby(["rank", "iteration"], sort=True)["len"].sum().reset_index()
+    return out.rename(columns={"len": "host_bound_device_idle_ns"})
 
 
 def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
@@ -82,12 +130,14 @@ def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
     flag &= lt["iteration"].to_numpy() >= 0
     if not flag.any():
         return pd.DataFrame(columns=cols)
-    grp = pd.factorize(
-        pd.MultiIndex.from_arrays([lt["rank"], lt["device"], lt["stream"], lt["iteration"]])
-    )[0]
+    # rows are in (rank, device, stream, start) order: a group changes where any key does
+    changed = np.zeros(len(lt) - 1, dtype=bool)
+    for c in ("rank", "device", "stream", "iteration"):  # four columns, not rows
+        v = lt[c].to_numpy()
+        changed |= v[1:] != v[:-1]
     # a new run starts at a flagged interval whose predecessor (same group) is not flagged
     brk = np.ones(len(lt), dtype=bool)
-    brk[1:] = (grp[1:] != grp[:-1]) | ~flag[:-1]
+    brk[1:] = changed | ~flag[:-1]
     run = np.cumsum(brk & flag)
     d = lt.assign(
         _run=run,
@@ -194,15 +244,35 @@ def summarize_launches(
         ops_map.get(k, []) for k in zip(*(per_stream[c].to_numpy() for c in keys_s))
     ]  # one entry per stream (few), not per interval
     cands = graph_candidates(lt, min_run=min_graph_run)
+    # per-step figures count only gaps inside one iteration (the gap before a stream's
+    # first interval of a step spans the host's between-step work) and take the
+    # device-idle part as a union over the device's streams
     in_steps = lt.loc[lt["iteration"] >= 0]
+    sgap = in_steps["in_step_gap"].to_numpy()
+    in_steps = in_steps.assign(
+        host_bound=sgap,
+        host_bound_idle_ns=np.where(sgap, in_steps["host_bound_idle_ns"], 0),
+        host_bound_device_idle_ns=np.where(sgap, in_steps["host_bound_device_idle_ns"], 0),
+    )
+    union = device_idle_by_iteration(lt)
     per_it = _per_group(in_steps, ["rank", "iteration"]) if len(in_steps) else None
     if per_it is not None:
+        per_it = per_it.drop(columns="host_bound_device_idle_ns").merge(
+            union, on=["rank", "iteration"], how="left"
+        )
+        per_it["host_bound_device_idle_ns"] = (
+            per_it["host_bound_device_idle_ns"].fillna(0).astype(np.int64)
+        )
         sav = cands.groupby(["rank", "iteration"])[["saving_ns", "device_idle_saving_ns"]].sum()
         sav = sav.rename(columns=lambda c: "graph_" + c).reset_index()
         per_it = per_it.merge(sav, on=["rank", "iteration"], how="left")
         per_it = per_it.merge(walls, on=["rank", "iteration"], how="left")
         for c in ("graph_saving_ns", "graph_device_idle_saving_ns"):
             per_it[c] = per_it[c].fillna(0).astype(np.int64)
+        # runs on two streams may share idle time: never claim more than the union
+        per_it["graph_device_idle_saving_ns"] = np.minimum(
+            per_it["graph_device_idle_saving_ns"], per_it["host_bound_device_idle_ns"]
+        )
         share = per_it["host_bound_device_idle_ns"] / per_it["wall_ns"].where(per_it["wall_ns"] > 0)
         per_it["host_bound_share"] = share
         per_it["flagged"] = (share > host_bound_share).fillna(False).astype(bool)
@@ -219,6 +289,11 @@ def summarize_launches(
         return float(frame[col].sum()) / n_rank_steps / 1e6
 
     counted = lt.loc[lt["delay_counted"]]
+    pit = (
+        per_it
+        if per_it is not None
+        else pd.DataFrame({"host_bound_device_idle_ns": [], "graph_device_idle_saving_ns": []})
+    )
     cands_steps = cands.loc[cands["iteration"] >= 0]
     section = {
         "computed": True,
@@ -230,7 +305,8 @@ def summarize_launches(
         "launch_delay": stats_ns(counted["launch_delay_ns"]),
         "n_host_bound": int(lt["host_bound"].sum()),
         "host_bound_idle_ns": int(lt["host_bound_idle_ns"].sum()),
-        "host_bound_device_idle_ns": int(lt["host_bound_device_idle_ns"].sum()),
+        # union over the device's streams, in-step gaps only (see device_idle_by_iteration)
+        "host_bound_device_idle_ns": int(pit["host_bound_device_idle_ns"].sum()),
         "n_tiny": int(lt["tiny"].sum()),
         "tiny_dur_ns": int(lt.loc[lt["tiny"], "dur"].sum()),
         "tiny_share": float(lt["tiny"].sum()) / n_launched,
@@ -238,11 +314,14 @@ def summarize_launches(
         "graph_saving_ns": int(cands["saving_ns"].sum()),
         "graph_device_idle_saving_ns": int(cands["device_idle_saving_ns"].sum()),
         "n_rank_steps": n_rank_steps,
+        "host_bound_between_steps_ns": int(
+            lt.loc[lt["host_bound"] & ~lt["in_step_gap"], "host_bound_idle_ns"].sum()
+        ),
         "host_bound_idle_ms_per_step": per_step("host_bound_idle_ns", in_steps),
-        "host_bound_device_idle_ms_per_step": per_step("host_bound_device_idle_ns", in_steps),
+        "host_bound_device_idle_ms_per_step": per_step("host_bound_device_idle_ns", pit),
         "launch_cpu_ms_per_step": per_step("launch_cpu_ns", in_steps),
         "graph_saving_ms_per_step": per_step("saving_ns", cands_steps),
-        "graph_device_idle_saving_ms_per_step": per_step("device_idle_saving_ns", cands_steps),
+        "graph_device_idle_saving_ms_per_step": per_step("graph_device_idle_saving_ns", pit),
         "n_flagged_iterations": int(per_it["flagged"].sum()) if per_it is not None else 0,
         "per_stream": per_stream.to_dict("records"),
         "per_iteration": per_it.to_dict("records") if per_it is not None else [],

@@ -126,6 +126,14 @@ def assign_iteration(rank: np.ndarray, t: np.ndarray, steps: pd.DataFrame) -> np
     return out
 
 
+def dense_key(*cols: np.ndarray) -> np.ndarray:
+    """Dense int64 ids (0..G-1) for tuples of integer columns (one sort, no MultiIndex)."""
+    if len(cols[0]) == 0:
+        return np.empty(0, dtype=np.int64)
+    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1)
+    return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
 def innermost_annotation(
     events: pd.DataFrame, rank: np.ndarray, tid: np.ndarray, t: np.ndarray
 ) -> np.ndarray:
@@ -141,11 +149,10 @@ def innermost_annotation(
     ann = events.loc[m]
     ar = ann["rank"].to_numpy(np.int64)
     at = ann["tid"].to_numpy(np.int64)
-    pairs = pd.MultiIndex.from_arrays(
-        [np.concatenate([ar, np.asarray(rank, np.int64)]),
-         np.concatenate([at, np.asarray(tid, np.int64)])]
-    )  # fmt: skip
-    key = pd.factorize(pairs)[0].astype(np.int64)
+    key = dense_key(
+        np.concatenate([ar, np.asarray(rank, np.int64)]),
+        np.concatenate([at, np.asarray(tid, np.int64)]),
+    )
     s = ann["ts"].to_numpy(np.int64)
     j = innermost_containing(
         key[: len(ann)], s, s + ann["dur"].to_numpy(np.int64), key[len(ann) :],
@@ -216,7 +223,8 @@ def prev_end_on_stream(intervals: pd.DataFrame) -> pd.DataFrame:
 EDGE_COLUMNS = (
     "rank", "device", "stream", "wait_on_stream", "record_start", "wait_start",
     "producer", "consumer", "producer_end", "consumer_start", "prev_end", "gap_raw_ns",
-    "switch_gap_ns", "binding", "inferred", "iteration", "op", "producer_op", "consumer_name",
+    "switch_gap_ns", "binding", "inferred", "unresolved", "iteration", "op", "producer_op",
+    "consumer_name",
 )  # fmt: skip
 
 
@@ -373,7 +381,11 @@ def _empty_edges() -> pd.DataFrame:
     text = ("op", "producer_op", "consumer_name")
     cols = {
         c: pd.Series(
-            dtype=object if c in text else bool if c in ("binding", "inferred") else np.int64
+            dtype=object
+            if c in text
+            else bool
+            if c in ("binding", "inferred", "unresolved")
+            else np.int64
         )
         for c in EDGE_COLUMNS
     }
@@ -411,6 +423,11 @@ def switch_edges(events: pd.DataFrame, intervals: pd.DataFrame) -> tuple[pd.Data
     e["consumer_start"] = np.where(has_c, start[np.where(has_c, ci, 0)], -1)
     e["prev_end"] = np.where(has_c, prev_end[np.where(has_c, ci, 0)], -1)
     ok = has_p & has_c
+    # an inferred producer that ended after the consumer started cannot be what the
+    # consumer waited for: the guess is provably wrong, the edge is unresolved
+    cstart, pend = e["consumer_start"].to_numpy(), e["producer_end"].to_numpy()
+    e["unresolved"] = ok & e["inferred"].to_numpy(bool) & (cstart < pend)
+    ok = ok & ~e["unresolved"].to_numpy()
     ready = np.maximum(e["producer_end"].to_numpy(), e["prev_end"].to_numpy())
     e["gap_raw_ns"] = np.where(ok, e["consumer_start"].to_numpy() - ready, -1)
     # one consumer waited on several events: its idle counts once, on the binding edge
@@ -479,7 +496,16 @@ def summarize_switches(
         )
         edges.loc[no_it, "iteration"] = it
     matched = edges.loc[edges["switch_gap_ns"] >= 0] if len(edges) else edges
-    n_unmatched = int(len(edges) - len(matched))
+    n_unresolved = int(edges["unresolved"].sum()) if len(edges) else 0
+    n_unmatched = int(len(edges) - len(matched)) - n_unresolved
+    if n_unresolved:
+        notes.append(
+            f"stream switches: {n_unresolved} inferred edge(s) are unresolved: the guessed "
+            "producer ended after the consumer started, so the wait was on an earlier "
+            "record (typical of work.wait() on an older async collective); they have no "
+            "switch_gap. The remaining inferred gaps can understate the idle (when the "
+            "guessed record is a later one on the producer's stream)."
+        )
     n_negative = (
         int(((matched["gap_raw_ns"] < 0) & matched["binding"]).sum()) if len(matched) else 0
     )
@@ -568,6 +594,7 @@ def summarize_switches(
         "source": source,
         "n_edges": len(edges),
         "n_inferred": n_inferred,
+        "n_unresolved": n_unresolved,
         "n_unmatched": n_unmatched,
         "n_negative": n_negative,
         "switch_gap": stats_ns(matched["switch_gap_ns"] if len(matched) else []),

@@ -71,8 +71,9 @@ def split_hidden_exposed(
     if iteration is not None:
         df = df[df["iteration"] == iteration]
     if len(df) == 0:
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("part", "name", "op") else
-                                          np.int64) for c in cols})
+        return pd.DataFrame(
+            {c: pd.Series(dtype=object if c in ("part", "name", "op") else np.int64) for c in cols}
+        )
     df = df.reset_index(drop=True)
     kind = df["kind"].astype(str).to_numpy()
     ranks = df["rank"].to_numpy()
@@ -119,8 +120,10 @@ def merge_for_display(pieces: pd.DataFrame, *, max_per_lane: int) -> tuple[pd.Da
     lane_n = p.groupby(["rank", "stream"], sort=False)["start"].transform("size").to_numpy()
     if (lane_n <= max_per_lane).all():
         return p, False
-    span = (p.groupby(["rank", "stream"], sort=False)["end"].transform("max")
-            - p.groupby(["rank", "stream"], sort=False)["start"].transform("min")).to_numpy()
+    span = (
+        p.groupby(["rank", "stream"], sort=False)["end"].transform("max")
+        - p.groupby(["rank", "stream"], sort=False)["start"].transform("min")
+    ).to_numpy()
     min_gap = np.where(lane_n > max_per_lane, span / max_per_lane, -1.0)
     p["_gap"] = min_gap
     p = p.sort_values(["rank", "stream", "part", "start"], kind="stable").reset_index(drop=True)
@@ -220,22 +223,41 @@ def op_table_all(by_op: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=["op", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct"])
     df = by_op.assign(op=by_op["op"].astype(str))
     g = df.groupby("op", sort=False, observed=True)
-    t = pd.DataFrame({"comm_ns": g["comm_ns"].sum(), "hidden_ns": g["hidden_ns"].sum(),
-                      "exposed_ns": g["exposed_ns"].sum()}).reset_index()
+    t = pd.DataFrame(
+        {
+            "comm_ns": g["comm_ns"].sum(),
+            "hidden_ns": g["hidden_ns"].sum(),
+            "exposed_ns": g["exposed_ns"].sum(),
+        }
+    ).reset_index()
     t["hidden_pct"] = _pct(t["hidden_ns"].to_numpy(float), t["comm_ns"].to_numpy(float))
     return t
 
 
-def compare_ops(a_by_op: pd.DataFrame | None, b_by_op: pd.DataFrame | None, *,
-                a_steps: int, b_steps: int, a_ranks: int, b_ranks: int) -> pd.DataFrame:
+def compare_ops(
+    a_by_op: pd.DataFrame | None,
+    b_by_op: pd.DataFrame | None,
+    *,
+    a_steps: int,
+    b_steps: int,
+    a_ranks: int,
+    b_ranks: int,
+) -> pd.DataFrame:
     """Per-op exposed and hidden comm per step and rank (ns; sums / ranks / steps; a
     count of 0 is taken as 1), for A and B, outer-joined on op name, with
     ``delta_exposed_ns = b - a``. Sorted by |delta|, largest first."""
+
     def per_step(by_op: pd.DataFrame | None, steps: int, ranks: int) -> pd.DataFrame:
         t = op_table(by_op)
         k = max(steps, 1) * max(ranks, 1)
-        return pd.DataFrame({"op": t["op"], "exposed": t["exposed_ns"] / k,
-                             "comm": t["comm_ns"] / k, "hidden_pct": t["hidden_pct"]})
+        return pd.DataFrame(
+            {
+                "op": t["op"],
+                "exposed": t["exposed_ns"] / k,
+                "comm": t["comm_ns"] / k,
+                "hidden_pct": t["hidden_pct"],
+            }
+        )
 
     a = per_step(a_by_op, a_steps, a_ranks)
     b = per_step(b_by_op, b_steps, b_ranks)
@@ -243,8 +265,14 @@ def compare_ops(a_by_op: pd.DataFrame | None, b_by_op: pd.DataFrame | None, *,
     for c in ("exposed_a", "exposed_b", "comm_a", "comm_b"):
         m[c] = m[c].fillna(0.0)
     m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]
-    m = m.rename(columns={"exposed_a": "exposed_ns_a", "exposed_b": "exposed_ns_b",
-                          "comm_a": "comm_ns_a", "comm_b": "comm_ns_b"})
+    m = m.rename(
+        columns={
+            "exposed_a": "exposed_ns_a",
+            "exposed_b": "exposed_ns_b",
+            "comm_a": "comm_ns_a",
+            "comm_b": "comm_ns_b",
+        }
+    )
     order = np.argsort(-np.abs(m["delta_exposed_ns"].to_numpy()), kind="stable")
     return m.iloc[order].reset_index(drop=True)
 

@@ -43,11 +43,16 @@ def read_run_json(run_dir: Path) -> dict:
         doc = json.loads(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceError(f, f"cannot read run.json ({e})", "re-run `domino-prof run`") from None
-    if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA or not isinstance(
-        doc.get("modes"), dict
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema") != RUN_SCHEMA
+        or not isinstance(doc.get("modes"), dict)
     ):
-        raise TraceError(f, f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with "
-                         "a 'modes' table)", "point at a trace file or directory instead")
+        raise TraceError(
+            f,
+            f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with a 'modes' table)",
+            "point at a trace file or directory instead",
+        )
     return doc
 
 
@@ -100,8 +105,11 @@ def analyse(trace_path: Path, *, comm_pattern: str | None = None) -> Any:
     from domino_prof.trace import load_trace
 
     if not trace_path.exists():
-        raise TraceError(trace_path, "trace directory named in run.json is missing",
-                         "re-run `domino-prof run` or point at the traces")
+        raise TraceError(
+            trace_path,
+            "trace directory named in run.json is missing",
+            "re-run `domino-prof run` or point at the traces",
+        )
     return analyze(load_trace(trace_path), _config(trace_path, comm_pattern))
 
 
@@ -110,8 +118,10 @@ def single(path: str | Path, *, comm_pattern: str | None = None) -> tuple[Any, s
     src = resolve(path)
     if len(src.modes) > 1:
         listed = ", ".join(f"{src.path}/{m}" for m in src.modes)
-        raise ConfigError(f"{src.path} is a run with {len(src.modes)} modes; compare one mode "
-                          f"at a time: give one of {listed}")
+        raise ConfigError(
+            f"{src.path} is a run with {len(src.modes)} modes; compare one mode "
+            f"at a time: give one of {listed}"
+        )
     mode, tdir = next(iter(src.modes.items()))
     label = mode or src.path.name.removesuffix(".gz").removesuffix(".json") or str(src.path)
     return analyse(tdir, comm_pattern=comm_pattern), label, src
@@ -136,21 +146,34 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     @user_errors
     def report_cmd(
-        path: Annotated[Path, typer.Argument(help="Run directory (with run.json), "
-                                             "RUN_DIR/<mode>, trace file or trace directory.")],
-        output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file to "
-                          "write (default: RUN_DIR/report.html, else ./report.html).")] = None,
+        path: Annotated[
+            Path,
+            typer.Argument(
+                help="Run directory (with run.json), RUN_DIR/<mode>, trace file or trace directory."
+            ),
+        ],
+        output: Annotated[
+            Path | None,
+            typer.Option(
+                "-o",
+                "--output",
+                help="HTML file to write (default: RUN_DIR/report.html, else ./report.html).",
+            ),
+        ] = None,
         title: Annotated[str | None, typer.Option(help="Page title.")] = None,
-        comm_pattern: Annotated[str | None, typer.Option(
-            "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
-        )] = None,
+        comm_pattern: Annotated[
+            str | None,
+            typer.Option(
+                "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
+            ),
+        ] = None,
     ) -> None:
         """Write one self-contained HTML report (opens offline: plotly.js is inlined)."""
         from domino_prof.report import write_report, write_run_report
 
         src = resolve(path)
-        out = output or ((src.run_dir / "report.html") if src.run_dir is not None and
-                         len(src.modes) > 1 else Path("report.html"))  # fmt: skip
+        at_run = src.run_dir is not None and src.run_dir == src.path
+        out = output or (src.path / "report.html" if at_run else Path("report.html"))
         _write_guard(out)
         analyses = {m: analyse(d, comm_pattern=comm_pattern) for m, d in src.modes.items()}
         if src.run is not None and len(analyses) > 1:
@@ -160,24 +183,33 @@ def register(app: typer.Typer) -> None:
             write_report(a, out, run=src.run, title=title, mode=mode or None)
         for m, a in analyses.items():
             t = a.totals
-            print(f"{m + ': ' if m else ''}hidden {_fmt(t.get('hidden_pct'), '.1f')} %, "
-                  f"exposed {_fmt(t.get('exposed_ms_per_step'), '.3f')} ms/step, "
-                  f"step {_fmt(t.get('step_ms'), '.2f')} ms")
+            print(
+                f"{m + ': ' if m else ''}hidden {_fmt(t.get('hidden_pct'), '.1f')} %, "
+                f"exposed {_fmt(t.get('exposed_ms_per_step'), '.3f')} ms/step, "
+                f"step {_fmt(t.get('step_ms'), '.2f')} ms"
+            )
         print(f"wrote {out} ({_size(out)})")
 
     @app.command("compare")
     @user_errors
     def compare_cmd(
-        a: Annotated[Path, typer.Argument(help="Baseline: traces, a one-mode run or RUN_DIR/<mode>.")],
+        a: Annotated[
+            Path, typer.Argument(help="Baseline: traces, a one-mode run or RUN_DIR/<mode>.")
+        ],
         b: Annotated[Path, typer.Argument(help="Candidate, same forms as A.")],
         output: Annotated[Path, typer.Option("-o", "--output", help="HTML file to write.")] = Path(
             "compare.html"
         ),
-        labels: Annotated[str | None, typer.Option(
-            help="Two labels, comma-separated (default: mode or file names).")] = None,
-        comm_pattern: Annotated[str | None, typer.Option(
-            "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
-        )] = None,
+        labels: Annotated[
+            str | None,
+            typer.Option(help="Two labels, comma-separated (default: mode or file names)."),
+        ] = None,
+        comm_pattern: Annotated[
+            str | None,
+            typer.Option(
+                "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
+            ),
+        ] = None,
     ) -> None:
         """Compare two traces or modes: headline numbers side by side and per-op deltas."""
         from domino_prof.report import write_compare
@@ -186,8 +218,10 @@ def register(app: typer.Typer) -> None:
         if labels is not None:
             parts = [x.strip() for x in labels.split(",")]
             if len(parts) != 2 or not all(parts):
-                raise ConfigError(f"--labels {labels!r}: give two names separated by a comma, "
-                                  "e.g. --labels tp,domino")
+                raise ConfigError(
+                    f"--labels {labels!r}: give two names separated by a comma, "
+                    "e.g. --labels tp,domino"
+                )
         an_a, la, _ = single(a, comm_pattern=comm_pattern)
         an_b, lb, _ = single(b, comm_pattern=comm_pattern)
         lab = (parts[0], parts[1]) if labels is not None else (la, lb)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from domino_prof.errors import RunError
+from domino_prof.errors import ConfigError, RunError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model.config import RunConfig
 
@@ -159,8 +159,8 @@ def refresh(out: Path) -> dict:
     hidden % and comparison table, and report.html."""
     run_path = out / "run.json"
     if not run_path.is_file():
-        raise RunError(f"{out}: no run.json here; point at a directory written by "
-                       f"`domino-prof run`")
+        raise ConfigError(f"{out}: no run.json here; point at a directory written by "
+                          f"`domino-prof run`")
     run = json.loads(run_path.read_text())
     run["notes"] = [n for n in run.get("notes", []) if not n.startswith(("traces not", "no report"))]
     analyses = _analyze_modes(out, run)
@@ -190,10 +190,16 @@ def _analyze_modes(out: Path, run: dict) -> dict:
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
         return {}
+    from domino_prof.errors import DominoProfError
+
     analyses = {}
     for mode, r in run["modes"].items():
-        trace = load_trace(out / r["trace_dir"], progress=False)
-        a = analyze(trace, AnalysisConfig())
+        try:
+            a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
+        except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
+            run["notes"].append(f"{mode}: traces not analysed: {e}")
+            r["hidden_pct"] = None
+            continue
         atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
         r["analysis"] = f"{r['trace_dir']}/analysis.json"
         r["hidden_pct"] = a.totals.get("hidden_pct")

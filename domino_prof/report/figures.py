@@ -140,13 +140,26 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
     if comparison:
         sp = comparison.get("speedup_vs_tp")
         fr = comparison.get("frac_of_nocomm")
-        cards.append(Card("speedup vs tp", fmt(sp, ".3f", "×"), "step time of tp / this mode",
-                          "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else "")))
-        cards.append(Card("of nocomm speed", fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
-                          "step time of nocomm / this mode (100 % = comm is free)"))
+        cards.append(
+            Card(
+                "speedup vs tp",
+                fmt(sp, ".3f", "×"),
+                "step time of tp / this mode",
+                "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else ""),
+            )
+        )
+        cards.append(
+            Card(
+                "of nocomm speed",
+                fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
+                "step time of nocomm / this mode (100 % = comm is free)",
+            )
+        )
     ranks = _get(analysis, "ranks") or []
-    cap = (f"{len(ranks)} rank(s), {_get(analysis, 'mode', 'gpu')} trace; "
-           "hidden = comm time covered by compute on any stream of the same device.")
+    cap = (
+        f"{len(ranks)} rank(s), {_get(analysis, 'mode', 'gpu')} trace; "
+        "hidden = comm time covered by compute on any stream of the same device."
+    )
     return Section("headline", title or "Headline", cap, cards)
 
 
@@ -155,15 +168,22 @@ def _ns_ms(x: object) -> float | None:
 
 
 # --- timeline ------------------------------------------------------------------
-def step_timeline(analysis: Any, *, iteration: int | None = None,
-                  max_per_lane: int = MAX_RECTS_PER_LANE) -> Section:
+def step_timeline(
+    analysis: Any, *, iteration: int | None = None, max_per_lane: int = MAX_RECTS_PER_LANE
+) -> Section:
     """One step, one lane per (rank, stream): compute / comm hidden / comm exposed."""
     title = "One step, per rank and stream"
     iv = _frame(analysis, "intervals")
     if iv is None or len(iv) == 0:
-        return Section("timeline", title, "", Unavailable(
-            "No device activity in this trace (no kernel, memcpy or memset events): "
-            "nothing to draw. Was the profiler run with CUDA activities enabled?"))
+        return Section(
+            "timeline",
+            title,
+            "",
+            Unavailable(
+                "No device activity in this trace (no kernel, memcpy or memset events): "
+                "nothing to draw. Was the profiler run with CUDA activities enabled?"
+            ),
+        )
     if iteration is None:
         iteration = tl.pick_iteration(_frame(analysis, "by_iteration"))
     notes: list[str] = []
@@ -182,7 +202,8 @@ def step_timeline(analysis: Any, *, iteration: int | None = None,
         notes.append(
             f"Downsampled for display: {n_raw:,} pieces drawn as {len(pieces):,} rectangles "
             f"(neighbours of the same kind closer than 1/{max_per_lane} of a lane's span "
-            "are merged; hover shows how many). Numbers elsewhere use every interval.")
+            "are merged; hover shows how many). Numbers elsewhere use every interval."
+        )
     t0 = int(pieces["start"].min())
     unit = _unit_label(analysis)
     lanes = pieces[["rank", "stream"]].drop_duplicates().sort_values(["rank", "stream"])
@@ -199,8 +220,11 @@ def step_timeline(analysis: Any, *, iteration: int | None = None,
         count = p["count"].to_numpy()
         busy_us = p["busy_ns"].to_numpy() / 1e3
         names = p["name"].astype(str).str.slice(0, 90).to_numpy()
-        extra = np.where(count > 1, [f"<br>{c:,} pieces merged, busy {b:,.1f} µs"
-                                     for c, b in zip(count, busy_us)], "")
+        extra = np.where(
+            count > 1,
+            [f"<br>{c:,} pieces merged, busy {b:,.1f} µs" for c, b in zip(count, busy_us)],
+            "",
+        )
         custom = np.stack([names, p["op"].astype(str).to_numpy(), extra], axis=1)
         fig.add_trace(go.Bar(
             name=PART_LABELS[part], orientation="h", y=y, x=dur_ms, base=start_ms,
@@ -214,8 +238,10 @@ def step_timeline(analysis: Any, *, iteration: int | None = None,
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], title=None)
     fig.update_xaxes(title="ms since the step's first device activity", zeroline=False)
     which = f"step {iteration_sel}" if iteration_sel is not None else "whole trace"
-    cap = (f"{which} (the profiled step closest to the median step time); comm is split "
-           "into the part covered by compute on the same device (hidden) and the rest.")
+    cap = (
+        f"{which} (the profiled step closest to the median step time); comm is split "
+        "into the part covered by compute on the same device (hidden) and the rest."
+    )
     return Section("timeline", title, cap, fig, tuple(notes))
 
 
@@ -225,23 +251,33 @@ def layer_heatmap(analysis: Any) -> Section:
     by_op = _frame(analysis, "by_op")
     grid = tl.layer_grid(by_op)
     if len(grid) == 0:
-        why = ("no op names of the form fwd.layer_attn_{L}_batch_{b} / "
-               "fwd.layer_mlp_{L}_batch_{b} / bwd.… in this trace (the reference model's "
-               "record_function names)")
+        why = (
+            "no op names of the form fwd.layer_attn_{L}_batch_{b} / "
+            "fwd.layer_mlp_{L}_batch_{b} / bwd.… in this trace (the reference model's "
+            "record_function names)"
+        )
         if by_op is None or len(by_op) == 0:
             why = "no per-op results in this analysis"
         return Section("layers", title, "", Unavailable(f"Not shown: {why}."))
     if (grid["comm_ns"] == 0).all():
-        return Section("layers", title, "", Unavailable(
-            "Not shown: the per-layer ops launched no comm kernels."))
+        return Section(
+            "layers",
+            title,
+            "",
+            Unavailable("Not shown: the per-layer ops launched no comm kernels."),
+        )
     phases = [p for p in ("fwd", "bwd") if (grid["phase"] == p).any()]
     names = {"fwd": "forward", "bwd": "backward"}
-    fig = make_subplots(rows=1, cols=len(phases), subplot_titles=[names[p] for p in phases],
-                        horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=1, cols=len(phases), subplot_titles=[names[p] for p in phases], horizontal_spacing=0.08
+    )
     for i, ph in enumerate(phases, start=1):
         g = grid[grid["phase"] == ph]
-        rows = (g[["layer", "block"]].drop_duplicates()
-                .sort_values(["layer", "block"], ascending=[False, False]))
+        rows = (
+            g[["layer", "block"]]
+            .drop_duplicates()
+            .sort_values(["layer", "block"], ascending=[False, False])
+        )
         row_keys = list(rows.itertuples(index=False, name=None))
         batches = sorted(g["batch"].unique().tolist())
         z = [[None] * len(batches) for _ in row_keys]
@@ -254,9 +290,11 @@ def layer_heatmap(analysis: Any) -> Section:
             has = not _missing(r.hidden_pct)
             z[a][b] = float(r.hidden_pct) if has else None
             txt[a][b] = f"{r.hidden_pct:.0f}" if has else "–"
-            hover[a][b] = (f"{ph}.layer_{r.block}_{r.layer}_batch_{r.batch}<br>hidden "
-                           f"{fmt(r.hidden_pct, '.1f', ' %')}<br>comm {r.comm_ns / 1e3:,.1f} µs, "
-                           f"exposed {r.exposed_ns / 1e3:,.1f} µs (all ranks)")
+            hover[a][b] = (
+                f"{ph}.layer_{r.block}_{r.layer}_batch_{r.batch}<br>hidden "
+                f"{fmt(r.hidden_pct, '.1f', ' %')}<br>comm {r.comm_ns / 1e3:,.1f} µs, "
+                f"exposed {r.exposed_ns / 1e3:,.1f} µs (all ranks)"
+            )
         fig.add_trace(go.Heatmap(
             z=z, x=[f"mb {b}" for b in batches], y=[f"L{lay} {blk}" for lay, blk in row_keys],
             text=txt, texttemplate="%{text}", customdata=hover,
@@ -267,8 +305,10 @@ def layer_heatmap(analysis: Any) -> Section:
         ), row=1, col=i)  # fmt: skip
     n_rows = grid[["layer", "block"]].drop_duplicates().shape[0]
     _base_layout(fig, height=max(260, 90 + 26 * n_rows))
-    cap = ("Share of each block's comm covered by compute, pooled over ranks and steps; "
-           "red cells are where the micro-batch schedule fails to hide comm.")
+    cap = (
+        "Share of each block's comm covered by compute, pooled over ranks and steps; "
+        "red cells are where the micro-batch schedule fails to hide comm."
+    )
     return Section("layers", title, cap, fig)
 
 
@@ -277,8 +317,14 @@ def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
     title = "Exposed comm by op name"
     t = _get(analysis, "totals") or {}
     if not t.get("comm_ns"):
-        return Section("ops", title, "", Unavailable(
-            "No comm in this trace (no kernel matched the comm pattern): nothing is exposed."))
+        return Section(
+            "ops",
+            title,
+            "",
+            Unavailable(
+                "No comm in this trace (no kernel matched the comm pattern): nothing is exposed."
+            ),
+        )
     ops = tl.op_table(_frame(analysis, "by_op"))
     if len(ops) == 0:
         return Section("ops", title, "", Unavailable("No per-op comm results in this analysis."))
@@ -297,8 +343,10 @@ def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
     fig.update_xaxes(title="µs per step and rank")
     fig.update_yaxes(automargin=True)
     notes = (f"{len(ops) - top} more op(s) with comm not shown.",) if len(ops) > top else ()
-    cap = ("Comm time attributed to the innermost record_function at launch, sorted by its "
-           "exposed part (the time to win back).")
+    cap = (
+        "Comm time attributed to the innermost record_function at launch, sorted by its "
+        "exposed part (the time to win back)."
+    )
     return Section("ops", title, cap, fig, notes)
 
 
@@ -307,8 +355,18 @@ def _pct_text(v: pd.Series) -> np.ndarray:
 
 
 # --- overheads (tolerant of a missing or partial dict) ----------------------------
-_PALETTE = ["#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#EDC948", "#B07AA1",
-            "#FF9DA7", "#9C755F", "#BAB0AC"]
+_PALETTE = [
+    "#4E79A7",
+    "#F28E2B",
+    "#59A14F",
+    "#E15759",
+    "#76B7B2",
+    "#EDC948",
+    "#B07AA1",
+    "#FF9DA7",
+    "#9C755F",
+    "#BAB0AC",
+]
 
 
 def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Unavailable:
@@ -321,8 +379,9 @@ def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Una
     why = hits[0].split(":", 1)[-1].strip() if hits else ""
     if not isinstance(ov, dict):
         why = why or next((n for n in notes if "overhead" in n.lower()), "")
-        return Unavailable(f"{what}: not computed: "
-                           f"{why or 'the overhead analysis was not run for this trace.'}")
+        return Unavailable(
+            f"{what}: not computed: {why or 'the overhead analysis was not run for this trace.'}"
+        )
     part = ov.get(key)
     if not isinstance(part, dict) or not part.get("computed", True):
         return Unavailable(f"{what}: not computed: {why or 'no result in the overheads.'}")
@@ -346,52 +405,63 @@ def _log_hist(values_ns: np.ndarray, *, color: str) -> tuple[go.Figure, int]:
         hovertemplate="%{customdata[0]:.3g}–%{customdata[1]:.3g} µs: %{y:,}<extra></extra>",
     ))  # fmt: skip
     _base_layout(fig, height=300, bargap=0.03, showlegend=False)
-    ticks = [m * 10.0**k for k in range(-3, 10) for m in (1, 2, 5)]
+    mults = (1, 2, 5) if edges[-1] / edges[0] <= 2e3 else (1,)
+    ticks = [m * 10.0**k for k in range(-3, 10) for m in mults]
     ticks = [t for t in ticks if edges[0] <= t <= edges[-1]]
-    fig.update_xaxes(type="log", title="µs (log scale)", tickvals=ticks,
-                     ticktext=[f"{t:g}" for t in ticks])
+    fig.update_xaxes(
+        type="log", title="µs (log scale)", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks]
+    )
     fig.update_yaxes(title="count")
     return fig, n_zero
 
 
 def switch_gaps(analysis: Any) -> Section:
-    """Stream-switch gaps: p50..p95 per (rank, step) from the overheads summary."""
+    """Stream-switch gaps: total device idle by consumer op (top ops of the overheads
+    summary), p50/p95 in the hover; the stream pairs in a table."""
     title = "Stream-switch gaps"
     sw = _ov_part(analysis, "stream_switches", "stream switches", "Stream switches")
     if isinstance(sw, Unavailable):
         return Section("switches", title, "", sw)
     st = sw.get("switch_gap") or {}
-    per = pd.DataFrame(sw.get("per_iteration") or [])
-    if not st.get("count") or len(per) == 0 or "switch_gap_p50_ns" not in per:
-        return Section("switches", title, "", Unavailable(
-            f"No cross-stream wait with a matched producer and consumer "
-            f"({sw.get('n_edges', 0)} wait edge(s), source: {sw.get('source', 'none')})."))
-    per = per[per["n_switches"] > 0] if "n_switches" in per else per
-    fig = go.Figure()
-    for i, (r, d) in enumerate(per.groupby("rank", sort=True)):
-        p50 = d["switch_gap_p50_ns"].to_numpy(float) / 1e3
-        p95 = d["switch_gap_p95_ns"].to_numpy(float) / 1e3
-        tot = d["switch_gap_total_ns"].to_numpy(float) / 1e3
-        fig.add_trace(go.Scatter(
-            x=d["iteration"].to_numpy() + (i - (per["rank"].nunique() - 1) / 2) * 0.12,
-            y=_none_if_nan(p50), mode="markers", name=f"rank {r}",
-            marker={"size": 9, "color": _PALETTE[i % len(_PALETTE)]},
-            error_y={"type": "data", "symmetric": False, "array": _none_if_nan(p95 - p50),
-                     "arrayminus": [0] * len(p50), "thickness": 1.5, "width": 4},
-            customdata=np.stack([d["iteration"].to_numpy(), d["n_switches"].to_numpy(),
-                                 np.nan_to_num(p95), tot], axis=1),
-            hovertemplate=("step %{customdata[0]}: %{customdata[1]} waits<br>gap p50 %{y:.2f} "
-                           "µs, p95 %{customdata[2]:.2f} µs<br>total %{customdata[3]:,.1f} µs"
-                           "<extra>rank " + str(r) + "</extra>"),
-        ))  # fmt: skip
-    _base_layout(fig, height=300)
-    fig.update_xaxes(title="profiled step", tickformat="d")
-    fig.update_yaxes(title="switch gap, µs (dot p50, bar to p95)", rangemode="tozero")
-    cap = (f"{st['count']:,} cross-stream waits ({sw.get('source')}): device idle each wait "
-           f"put on the waiting stream; overall p50 {fmt(_us(st.get('p50_ns')), '.2f')} µs, "
-           f"p95 {fmt(_us(st.get('p95_ns')), '.2f')} µs, "
-           f"{fmt(sw.get('switch_gap_ms_per_step'), '.3f')} ms per step and rank.")
-    return Section("switches", title, cap, fig)
+    by_op = pd.DataFrame(sw.get("by_op") or [])
+    if not st.get("count") or len(by_op) == 0 or "switch_gap_total_ns" not in by_op:
+        return Section(
+            "switches",
+            title,
+            "",
+            Unavailable(
+                f"No cross-stream wait with a matched producer and consumer "
+                f"({sw.get('n_edges', 0)} wait edge(s), source: {sw.get('source', 'none')})."
+            ),
+        )
+    by_op = by_op.sort_values("switch_gap_total_ns", ascending=True, kind="stable")
+    p50 = [fmt(_us(v), ".2f") for v in by_op.get("switch_gap_p50_ns", [None] * len(by_op))]
+    p95 = [fmt(_us(v), ".2f") for v in by_op.get("switch_gap_p95_ns", [None] * len(by_op))]
+    n = by_op["n_switches"].to_numpy() if "n_switches" in by_op else np.zeros(len(by_op))
+    fig = go.Figure(go.Bar(
+        orientation="h", y=by_op["op"].astype(str), x=by_op["switch_gap_total_ns"] / 1e3,
+        marker={"color": "#F28E2B"}, customdata=np.stack([n, p50, p95], axis=1),
+        hovertemplate=("%{y}: %{x:,.1f} µs idle over %{customdata[0]} waits<br>p50 "
+                       "%{customdata[1]} µs, p95 %{customdata[2]} µs<extra></extra>"),
+    ))  # fmt: skip
+    _base_layout(fig, height=140 + 26 * len(by_op), showlegend=False)
+    fig.update_xaxes(title="device idle from cross-stream waits, µs (all profiled steps)")
+    fig.update_yaxes(automargin=True)
+    pairs = sw.get("by_stream_pair") or []
+    extra: tuple[Any, ...] = ()
+    if pairs:
+        extra = (Table(["rank", "from stream", "to stream", "waits", "idle µs"],
+                       [[_cell(q.get("rank")), _cell(q.get("from_stream")),
+                         _cell(q.get("to_stream")), _cell(q.get("n_switches")),
+                         fmt(_us(q.get("switch_gap_total_ns")), ",.1f")] for q in pairs],
+                       [True] * 5),)  # fmt: skip
+    cap = (
+        f"{st['count']:,} cross-stream waits ({sw.get('source')}); idle each put on the "
+        f"waiting stream, by the op that waited: p50 {fmt(_us(st.get('p50_ns')), '.2f')} µs,"
+        f" p95 {fmt(_us(st.get('p95_ns')), '.2f')} µs, "
+        f"{fmt(sw.get('switch_gap_ms_per_step'), '.3f')} ms per step and rank."
+    )
+    return Section("switches", title, cap, fig, extra=extra)
 
 
 def _us(x: object) -> float | None:
@@ -406,15 +476,21 @@ def launch_delays(analysis: Any) -> Section:
         return Section("launches", title, "", la)
     vals = tl.launch_delay_values(_frame(analysis, "intervals"))
     if len(vals) == 0:
-        return Section("launches", title, "", Unavailable(
-            "No launch call joined to device work: no launch delays to show."))
+        return Section(
+            "launches",
+            title,
+            "",
+            Unavailable("No launch call joined to device work: no launch delays to show."),
+        )
     fig, n0 = _log_hist(vals, color="#76B7B2")
     st = la.get("launch_delay") or {}
-    cap = (f"{len(vals):,} launches: device start − end of the launch call (queueing; a "
-           f"long tail is fine when the host runs ahead). p50 "
-           f"{fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 {fmt(_us(st.get('p95_ns')), '.1f')} µs; "
-           f"{n0:,} with zero delay not drawn. Host-bound idle: "
-           f"{fmt(la.get('host_bound_idle_ms_per_step'), '.3f')} ms per step and stream.")
+    cap = (
+        f"{len(vals):,} launches: device start − end of the launch call (queueing; a "
+        f"long tail is fine when the host runs ahead). p50 "
+        f"{fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 {fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        f"{n0:,} with zero delay not drawn. Host-bound idle: "
+        f"{fmt(la.get('host_bound_idle_ms_per_step'), '.3f')} ms per step and stream."
+    )
     return Section("launches", title, cap, fig)
 
 
@@ -425,18 +501,33 @@ def graph_candidates(analysis: Any) -> Section:
         return Section("graphs", title, "", la)
     cands = la.get("graph_candidates") or []
     if not cands:
-        return Section("graphs", title, "", Unavailable(
-            "No runs of host-bound gaps or tiny kernels: nothing to gain from CUDA graphs."))
+        return Section(
+            "graphs",
+            title,
+            "",
+            Unavailable(
+                "No runs of host-bound gaps or tiny kernels: nothing to gain from CUDA graphs."
+            ),
+        )
     rows = [[_cell(c.get("rank")), _cell(c.get("stream")), _cell(c.get("iteration")),
              _cell(c.get("n_intervals")), f"{(c.get('saving_ns') or 0) / 1e3:,.1f}",
              _cell(c.get("ops") or [])] for c in cands]  # fmt: skip
     n = la.get("n_graph_candidates", len(cands))
-    cap = (f"{n:,} run(s) of consecutive host-bound gaps / tiny kernels on one stream "
-           f"(top {len(cands)} shown); the saving estimate is their host-bound idle: "
-           f"{fmt(la.get('graph_saving_ms_per_step'), '.3f')} ms per step in all.")
-    return Section("graphs", title, cap, Table(
-        ["rank", "stream", "step", "kernels", "est. saving µs", "ops"], rows,
-        [True, True, True, True, True, False]))
+    cap = (
+        f"{n:,} run(s) of consecutive host-bound gaps / tiny kernels on one stream "
+        f"(top {len(cands)} shown); the saving estimate is their host-bound idle: "
+        f"{fmt(la.get('graph_saving_ms_per_step'), '.3f')} ms per step in all."
+    )
+    return Section(
+        "graphs",
+        title,
+        cap,
+        Table(
+            ["rank", "stream", "step", "kernels", "est. saving µs", "ops"],
+            rows,
+            [True, True, True, True, True, False],
+        ),
+    )
 
 
 def _cell(v: Any) -> str:
@@ -456,8 +547,9 @@ def rank_skew(analysis: Any) -> Section:
     title = "Cross-rank skew and stragglers"
     ranks = _get(analysis, "ranks") or []
     if len(ranks) < 2:
-        return Section("skew", title, "", Unavailable(
-            f"Needs two or more ranks; this trace has {len(ranks)}."))
+        return Section(
+            "skew", title, "", Unavailable(f"Needs two or more ranks; this trace has {len(ranks)}.")
+        )
     ar = _ov_part(analysis, "across_ranks", "across ranks", "Cross-rank skew")
     if isinstance(ar, Unavailable):
         return Section("skew", title, "", ar)
@@ -467,25 +559,41 @@ def rank_skew(analysis: Any) -> Section:
     strag = strag.sort_values("rank")
     cols = [c for c in ("wait_ns", "skew_caused_ns") if c in strag]
     if not cols or not (strag[cols].to_numpy(float) > 0).any():
-        return Section("skew", title, "", Unavailable(
-            f"No arrival skew: in all {ar.get('n_instances', 0):,} matched collective "
-            "instances every rank started at the same time."))
+        return Section(
+            "skew",
+            title,
+            "",
+            Unavailable(
+                f"No arrival skew: in all {ar.get('n_instances', 0):,} matched collective "
+                "instances every rank started at the same time."
+            ),
+        )
     lab = [f"rank {r}" for r in strag["rank"]]
     fig = go.Figure()
-    for col, name, color in (("wait_ns", "waited for peers", "#BAB0AC"),
-                             ("skew_caused_ns", "made peers wait (arrived last)", "#E15759")):
+    for col, name, color in (
+        ("wait_ns", "waited for peers", "#BAB0AC"),
+        ("skew_caused_ns", "made peers wait (arrived last)", "#E15759"),
+    ):
         if col in strag:
-            fig.add_trace(go.Bar(
-                x=lab, y=strag[col].to_numpy(float) / 1e3, name=name, marker={"color": color},
-                hovertemplate="%{x}: %{y:,.1f} µs<extra>" + name + "</extra>"))
+            fig.add_trace(
+                go.Bar(
+                    x=lab,
+                    y=strag[col].to_numpy(float) / 1e3,
+                    name=name,
+                    marker={"color": color},
+                    hovertemplate="%{x}: %{y:,.1f} µs<extra>" + name + "</extra>",
+                )
+            )
     _base_layout(fig, height=300, barmode="group")
     fig.update_yaxes(title="µs, all profiled instances")
     st = ar.get("skew") or {}
     late = ar.get("late_rank")
-    cap = (f"{ar.get('n_instances', 0):,} collective instances matched across ranks; arrival "
-           f"skew p50 {fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 "
-           f"{fmt(_us(st.get('p95_ns')), '.1f')} µs; "
-           + (f"rank {late} arrives last most." if late is not None else "no straggler."))
+    cap = (
+        f"{ar.get('n_instances', 0):,} collective instances matched across ranks; arrival "
+        f"skew p50 {fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 "
+        f"{fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        + (f"rank {late} arrives last most." if late is not None else "no straggler.")
+    )
     worst = ar.get("worst_instances") or []
     extra: tuple[Any, ...] = ()
     if worst:
@@ -499,30 +607,54 @@ def rank_skew(analysis: Any) -> Section:
     return Section("skew", title, cap, fig, extra=extra)
 
 
+def _where_text(w: Any) -> str:
+    if isinstance(w, dict):
+        names = {"iteration": "step"}
+        return " · ".join(f"{names.get(k, k)} {v}" for k, v in w.items() if not _missing(v))
+    return "" if w is None else str(w)
+
+
 def findings(analysis: Any) -> Section:
     title = "Findings"
     ov = _get(analysis, "overheads")
     if not isinstance(ov, dict):
         miss = _ov_part(analysis, "findings", "findings", "Findings")
-        return Section("findings", title, "", miss if isinstance(miss, Unavailable)
-                       else Unavailable("Findings: not computed."))
+        return Section(
+            "findings",
+            title,
+            "",
+            miss if isinstance(miss, Unavailable) else Unavailable("Findings: not computed."),
+        )
     fs = ov.get("findings")
     if fs is None:
-        return Section("findings", title, "", Unavailable(
-            "Findings: not computed: the overheads result has none."))
+        return Section(
+            "findings",
+            title,
+            "",
+            Unavailable("Findings: not computed: the overheads result has none."),
+        )
     if not fs:
-        return Section("findings", title, "", Unavailable(
-            "No findings: no overhead crossed its threshold."))
+        return Section(
+            "findings", title, "", Unavailable("No findings: no overhead crossed its threshold.")
+        )
     rank = {"high": 0, "medium": 1, "low": 2}
     fs = sorted(fs, key=lambda f: rank.get(str(_get(f, "severity", "")), 3))
-    rows = [[str(_get(f, "severity", "") or ""), str(_get(f, "title", "") or ""),
-             str(_get(f, "where", "") or ""),
+    rows = [[str(_get(f, "severity", "") or ""),
+             " — ".join(str(x) for x in (_get(f, "title"), _get(f, "detail")) if x),
+             _where_text(_get(f, "where")),
              fmt(_get(f, "est_gain_ms_per_step"), ".3f", " ms"),
              str(_get(f, "fix", "") or "")] for f in fs]  # fmt: skip
-    return Section("findings", title, "What the overhead rules flagged, most severe first, "
-                   "with the estimated gain per step and what to try.",
-                   Table(["severity", "finding", "where", "gain / step", "what to try"], rows,
-                         [False, False, False, True, False]))
+    return Section(
+        "findings",
+        title,
+        "What the overhead rules flagged, most severe first, "
+        "with the estimated gain per step and what to try.",
+        Table(
+            ["severity", "finding", "where", "gain / step", "what to try"],
+            rows,
+            [False, False, False, True, False],
+        ),
+    )
 
 
 # --- configuration -------------------------------------------------------------
@@ -542,6 +674,7 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
     rows: list[list[str]] = []
+    notes: list[str] = [str(n) for n in (run or {}).get("notes") or []]
     if run:
         for part in ("config", "versions", "devices"):
             if run.get(part):
@@ -554,25 +687,36 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
         if cfg is not None:
             d = cfg if isinstance(cfg, dict) else getattr(cfg, "__dict__", {})
             rows.extend([[f"analysis.{k}", v] for k, v in _flatten(d)])
-        for n in _get(analysis, "notes") or []:
-            rows.append(["note", str(n)])
+        notes.extend(str(n) for n in _get(analysis, "notes") or [])
     from domino_prof import __version__
 
     rows.append(["domino-prof", __version__])
-    return Section("config", "Configuration and versions",
-                   "What was run and analysed (from run.json when the report comes from a run "
-                   "directory).", Table(["key", "value"], rows))
+    half = (len(rows) + 1) // 2
+    left, right = rows[:half], rows[half:] + [["", ""]] * (2 * half - len(rows))
+    return Section(
+        "config",
+        "Configuration and versions",
+        "What was run and analysed (from run.json when the report comes from a run directory).",
+        Table(["key", "value", "key", "value"], [a + b for a, b in zip(left, right)]),
+        notes=tuple(notes),
+    )
 
 
 # --- multi-mode run comparison -----------------------------------------------------
-def mode_comparison(run: dict) -> Section:
+def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = None) -> Section:
+    """Step time per mode (run.json's comparison table); ``hidden_pct`` fills that column
+    from the analyses where run.json has none."""
     title = "Modes compared"
-    comp = run.get("comparison") or []
+    comp = [dict(c) for c in run.get("comparison") or []]
+    for c in comp:
+        if _missing(c.get("hidden_pct")) and hidden_pct:
+            c["hidden_pct"] = hidden_pct.get(str(c.get("mode")))
     if not comp:
         return Section("modes", title, "", Unavailable("run.json has no comparison table."))
     modes = [str(c.get("mode")) for c in comp]
-    step = _none_if_nan(c.get("step_ms") if not _missing(c.get("step_ms")) else float("nan")
-                        for c in comp)
+    step = _none_if_nan(
+        c.get("step_ms") if not _missing(c.get("step_ms")) else float("nan") for c in comp
+    )
     fig = go.Figure(go.Bar(
         x=modes, y=step, marker={"color": ["#59A14F" if m == "domino" else "#4E79A7"
                                            if m == "tp" else "#BAB0AC" for m in modes]},
@@ -585,10 +729,15 @@ def mode_comparison(run: dict) -> Section:
              fmt(c.get("hidden_pct"), ".1f"), fmt(c.get("speedup_vs_tp"), ".3f"),
              fmt(None if _missing(c.get("frac_of_nocomm")) else 100 * c["frac_of_nocomm"], ".1f")]
             for c in comp]  # fmt: skip
-    table = Table(["mode", "step ms", "tokens/s", "hidden %", "speedup vs tp", "% of nocomm"],
-                  rows, [False, True, True, True, True, True])
-    cap = ("Step time per mode from the same run: tp = plain tensor parallel, domino = "
-           "overlapped, nocomm = comm removed (the ceiling).")
+    table = Table(
+        ["mode", "step ms", "tokens/s", "hidden %", "speedup vs tp", "% of nocomm"],
+        rows,
+        [False, True, True, True, True, True],
+    )
+    cap = (
+        "Step time per mode from the same run: tp = plain tensor parallel, domino = "
+        "overlapped, nocomm = comm removed (the ceiling)."
+    )
     return Section("modes", title, cap, fig, extra=(table,))
 
 
@@ -606,30 +755,60 @@ def compare_headline(a: Any, b: Any, *, labels: tuple[str, str]) -> Section:
             va, vb = _ns_ms(va), _ns_ms(vb)
         delta = None if _missing(va) or _missing(vb) else vb - va
         ratio = None if _missing(va) or _missing(vb) or not va else vb / va
-        rows.append([label, fmt(va, spec), fmt(vb, spec),
-                     fmt(delta, "+" + spec.lstrip("+")), fmt(ratio, ".3f", "×")])
-    return Section("compare", "Headline, side by side",
-                   f"{labels[1]} relative to {labels[0]} (delta = {labels[1]} − {labels[0]}).",
-                   Table(["metric", labels[0], labels[1], "delta", "ratio"], rows,
-                         [False, True, True, True, True]))
+        rows.append(
+            [
+                label,
+                fmt(va, spec),
+                fmt(vb, spec),
+                fmt(delta, "+" + spec.lstrip("+")),
+                fmt(ratio, ".3f", "×"),
+            ]
+        )
+    return Section(
+        "compare",
+        "Headline, side by side",
+        f"{labels[1]} relative to {labels[0]} (delta = {labels[1]} − {labels[0]}).",
+        Table(
+            ["metric", labels[0], labels[1], "delta", "ratio"],
+            rows,
+            [False, True, True, True, True],
+        ),
+    )
 
 
 def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TOP_OPS) -> Section:
     title = "Exposed comm per op, delta"
-    m = tl.compare_ops(_frame(a, "by_op"), _frame(b, "by_op"),
-                       a_steps=_n_steps(a), b_steps=_n_steps(b),
-                       a_ranks=len(_get(a, "ranks") or []), b_ranks=len(_get(b, "ranks") or []))
+    m = tl.compare_ops(
+        _frame(a, "by_op"),
+        _frame(b, "by_op"),
+        a_steps=_n_steps(a),
+        b_steps=_n_steps(b),
+        a_ranks=len(_get(a, "ranks") or []),
+        b_ranks=len(_get(b, "ranks") or []),
+    )
     if len(m) == 0:
-        return Section("opdelta", title, "", Unavailable(
-            "Neither trace has comm attributed to an op name: no per-op deltas."))
+        return Section(
+            "opdelta",
+            title,
+            "",
+            Unavailable("Neither trace has comm attributed to an op name: no per-op deltas."),
+        )
     if not ((m["exposed_ns_a"] > 0) | (m["exposed_ns_b"] > 0)).any():
-        return Section("opdelta", title, "", Unavailable(
-            f"No exposed comm in {labels[0]} or {labels[1]}: every op's comm is hidden."))
+        return Section(
+            "opdelta",
+            title,
+            "",
+            Unavailable(
+                f"No exposed comm in {labels[0]} or {labels[1]}: every op's comm is hidden."
+            ),
+        )
     shown = m.head(top).iloc[::-1]
     delta = shown["delta_exposed_ns"].to_numpy(float) / 1e3
     fig = go.Figure()
-    for lab, col, color in ((labels[0], "exposed_ns_a", "#9AA5B1"),
-                            (labels[1], "exposed_ns_b", "#E15759")):
+    for lab, col, color in (
+        (labels[0], "exposed_ns_a", "#9AA5B1"),
+        (labels[1], "exposed_ns_b", "#E15759"),
+    ):
         fig.add_trace(go.Bar(
             orientation="h", y=shown["op"], x=shown[col].to_numpy(float) / 1e3, name=lab,
             marker={"color": color}, customdata=delta,
@@ -639,24 +818,43 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
     _base_layout(fig, height=130 + 30 * len(shown), barmode="group", bargap=0.25)
     fig.update_xaxes(title="exposed comm, µs per step and rank")
     fig.update_yaxes(automargin=True)
-    rows = [[r.op, f"{r.exposed_ns_a / 1e3:,.2f}", f"{r.exposed_ns_b / 1e3:,.2f}",
-             f"{r.delta_exposed_ns / 1e3:+,.2f}", fmt(r.hidden_pct_a, ".1f"),
-             fmt(r.hidden_pct_b, ".1f")] for r in m.head(top).itertuples(index=False)]
-    table = Table(["op", f"exposed µs {labels[0]}", f"exposed µs {labels[1]}", "delta µs",
-                   f"hidden % {labels[0]}", f"hidden % {labels[1]}"], rows,
-                  [False, True, True, True, True, True])
-    cap = (f"Exposed comm per op in {labels[0]} and {labels[1]}, the largest changes first "
-           "(per step and rank; delta in the hover and the table).")
+    rows = [
+        [
+            r.op,
+            f"{r.exposed_ns_a / 1e3:,.2f}",
+            f"{r.exposed_ns_b / 1e3:,.2f}",
+            f"{r.delta_exposed_ns / 1e3:+,.2f}",
+            fmt(r.hidden_pct_a, ".1f"),
+            fmt(r.hidden_pct_b, ".1f"),
+        ]
+        for r in m.head(top).itertuples(index=False)
+    ]
+    table = Table(
+        [
+            "op",
+            f"exposed µs {labels[0]}",
+            f"exposed µs {labels[1]}",
+            "delta µs",
+            f"hidden % {labels[0]}",
+            f"hidden % {labels[1]}",
+        ],
+        rows,
+        [False, True, True, True, True, True],
+    )
+    cap = (
+        f"Exposed comm per op in {labels[0]} and {labels[1]}, the largest changes first "
+        "(per step and rank; delta in the hover and the table)."
+    )
     return Section("opdelta", title, cap, fig, extra=(table,))
 
 
-def analysis_sections(analysis: Any, *, run: dict | None = None, mode: str | None = None,
-                      with_config: bool = True) -> list[Section]:
+def analysis_sections(
+    analysis: Any, *, run: dict | None = None, mode: str | None = None, with_config: bool = True
+) -> list[Section]:
     """Every section of a one-analysis report, in page order."""
     comparison = None
     if run and mode:
-        comparison = next((c for c in run.get("comparison") or [] if c.get("mode") == mode),
-                          None)
+        comparison = next((c for c in run.get("comparison") or [] if c.get("mode") == mode), None)
     secs = [
         headline(analysis, comparison=comparison),
         step_timeline(analysis),
@@ -670,4 +868,13 @@ def analysis_sections(analysis: Any, *, run: dict | None = None, mode: str | Non
     ]
     if with_config:
         secs.append(configuration(analysis, run=run))
+    elif _get(analysis, "notes"):
+        secs.append(
+            Section(
+                "notes",
+                "Notes",
+                "What the analysis of this mode could not do, or assumed.",
+                Table(["note"], [[str(n)] for n in analysis.notes]),
+            )
+        )
     return secs

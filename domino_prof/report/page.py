@@ -96,8 +96,10 @@ class _Page:
         spec = pio.to_json({"data": fig.data, "layout": fig.layout}, validate=False)
         # JSON inside <script>: "</" would end the element early
         spec = spec.replace("</", "<\\/")
-        return (f'<div class="dp-plot" id="{fid}" data-expected-traces="{len(fig.data)}">'
-                f'</div><script type="application/json" id="{fid}-data">{spec}</script>')
+        return (
+            f'<div class="dp-plot" id="{fid}" data-expected-traces="{len(fig.data)}">'
+            f'</div><script type="application/json" id="{fid}-data">{spec}</script>'
+        )
 
     def body(self, body: Any) -> str:
         if isinstance(body, go.Figure):
@@ -113,8 +115,10 @@ class _Page:
     def section(self, sec: F.Section, *, anchor: str, nav_label: str | None = None) -> str:
         if nav_label:
             self.nav.append((anchor, nav_label))
-        out = [f'<section id="{anchor}" data-section="{sec.key}">',
-               f"<h3>{html.escape(sec.title)}</h3>"]
+        out = [
+            f'<section id="{anchor}" data-section="{sec.key}">',
+            f"<h3>{html.escape(sec.title)}</h3>",
+        ]
         if sec.caption:
             out.append(f'<p class="caption">{html.escape(sec.caption)}</p>')
         out.append(self.body(sec.body))
@@ -132,19 +136,26 @@ class _Page:
         for sec in sections:
             if sec.key in done:
                 continue
-            pair = next((p for p in _PAIRS if sec.key in p and all(k in by_key for k in p)),
-                        None)
+            pair = next((p for p in _PAIRS if sec.key in p and all(k in by_key for k in p)), None)
             if pair and len({isinstance(by_key[k].body, go.Figure) for k in pair}) > 1:
                 pair = None  # a figure beside a one-line note leaves a hole: stack them
             if pair:
-                cells = [self.section(by_key[k], anchor=f"{prefix}-{k}",
-                                      nav_label=None if heading else by_key[k].title)
-                         for k in pair]
+                cells = [
+                    self.section(
+                        by_key[k],
+                        anchor=f"{prefix}-{k}",
+                        nav_label=None if heading else by_key[k].title,
+                    )
+                    for k in pair
+                ]
                 self.parts.append('<div class="grid2">' + "".join(cells) + "</div>")
                 done.update(pair)
                 continue
-            self.parts.append(self.section(sec, anchor=f"{prefix}-{sec.key}",
-                                           nav_label=None if heading else sec.title))
+            self.parts.append(
+                self.section(
+                    sec, anchor=f"{prefix}-{sec.key}", nav_label=None if heading else sec.title
+                )
+            )
             done.add(sec.key)
 
     def render(self, *, title: str, subtitle: str) -> str:
@@ -163,8 +174,8 @@ class _Page:
             f"<header><h1>{html.escape(title)}</h1>",
             f'<div class="sub">{html.escape(subtitle)}</div></header>',
             f"<nav>{nav}</nav><main>", *self.parts, "</main>",
-            f"<footer>domino-prof {__version__} · generated {now} · self-contained: "
-            "opens offline</footer>",
+            f"<footer>domino-prof {__version__} · generated {now} · self-contained, opens "
+            + "offline</footer>",
             f"<script>{_DRAW}</script></body></html>\n",
         ])  # fmt: skip
 
@@ -178,19 +189,25 @@ def _td(v: object, numeric: bool, col: str) -> str:
 
 def _table(t: F.Table) -> str:
     num = list(t.numeric) + [False] * (len(t.columns) - len(t.numeric))
-    head = "".join(f'<th class="{"num" if n else ""}">{html.escape(str(c))}</th>'
-                   for c, n in zip(t.columns, num))
-    rows = "".join("<tr>" + "".join(_td(v, n, str(c)) for v, n, c in zip(r, num, t.columns))
-                   + "</tr>" for r in t.rows)
+    head = "".join(
+        f'<th class="{"num" if n else ""}">{html.escape(str(c))}</th>'
+        for c, n in zip(t.columns, num)
+    )
+    rows = "".join(
+        "<tr>" + "".join(_td(v, n, str(c)) for v, n, c in zip(r, num, t.columns)) + "</tr>"
+        for r in t.rows
+    )
     return f'<table class="dp"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def _cards(cards: Sequence[F.Card]) -> str:
     out = ['<div class="cards">']
     for c in cards:
-        out.append(f'<div class="card {c.tone}"><div class="label">{html.escape(c.label)}</div>'
-                   f'<div class="value">{html.escape(c.value)}</div>'
-                   f'<div class="sub">{html.escape(c.sub)}</div></div>')
+        out.append(
+            f'<div class="card {c.tone}"><div class="label">{html.escape(c.label)}</div>'
+            f'<div class="value">{html.escape(c.value)}</div>'
+            f'<div class="sub">{html.escape(c.sub)}</div></div>'
+        )
     out.append("</div>")
     return "".join(out)
 
@@ -199,8 +216,9 @@ def _source(analysis: Any) -> str:
     return str(getattr(analysis, "source", "") or "")
 
 
-def render_report(analysis: Any, *, run: dict | None = None, mode: str | None = None,
-                  title: str | None = None) -> str:
+def render_report(
+    analysis: Any, *, run: dict | None = None, mode: str | None = None, title: str | None = None
+) -> str:
     """The HTML text of a one-analysis report."""
     if mode is None and run and len(run.get("modes") or {}) == 1:
         mode = next(iter(run["modes"]))
@@ -211,8 +229,14 @@ def render_report(analysis: Any, *, run: dict | None = None, mode: str | None = 
     return page.render(title=title or "domino-prof overlap report", subtitle=sub)
 
 
-def write_report(analysis: Any, path: str | Path, *, run: dict | None = None,
-                 title: str | None = None, mode: str | None = None) -> Path:
+def write_report(
+    analysis: Any,
+    path: str | Path,
+    *,
+    run: dict | None = None,
+    title: str | None = None,
+    mode: str | None = None,
+) -> Path:
     """Write the report to ``path`` (atomically); returns the path.
 
     ``analysis``: one ``Analysis``, or a mapping ``{mode: Analysis}`` of a multi-mode
@@ -222,44 +246,75 @@ def write_report(analysis: Any, path: str | Path, *, run: dict | None = None,
     return atomic_write_text(path, render_report(analysis, run=run, mode=mode, title=title))
 
 
-def render_run_report(analyses: Mapping[str, Any], *, run: dict,
-                      title: str | None = None) -> str:
+def render_run_report(analyses: Mapping[str, Any], *, run: dict, title: str | None = None) -> str:
     """A multi-mode run: the mode comparison, then one group of sections per mode."""
     page = _Page()
     if len(analyses) > 1 or run.get("comparison"):
-        page.group([F.mode_comparison(run)], prefix="modes", heading="All modes")
-    for mode, a in analyses.items():
+        hidden = {
+            m: (getattr(a, "totals", None) or {}).get("hidden_pct") for m, a in analyses.items()
+        }
+        page.group([F.mode_comparison(run, hidden_pct=hidden)], prefix="modes", heading="All modes")
+    # domino (the schedule under study) first, then the run's order
+    order = sorted(analyses, key=lambda m: (m != "domino", list(analyses).index(m)))
+    for mode in order:
+        a = analyses[mode]
         secs = F.analysis_sections(a, run=run, mode=mode, with_config=False)
         page.group(secs, prefix=f"mode-{_slug(mode)}", heading=f"Mode: {mode}")
     page.group([F.configuration(None, run=run)], prefix="config", heading="Run configuration")
-    cfg = run.get("config") or {}
-    sub = " · ".join(x for x in (", ".join(analyses), str(cfg.get("preset", "") or ""),
-                                 f"{cfg.get('world_size', '')} ranks" if cfg.get("world_size")
-                                 else "") if x)  # fmt: skip
+    sub = " · ".join([", ".join(order), *_run_facts(run)])
     return page.render(title=title or "domino-prof run report", subtitle=sub)
 
 
-def write_run_report(analyses: Mapping[str, Any], path: str | Path, *, run: dict,
-                     title: str | None = None) -> Path:
+def _run_facts(run: dict) -> list[str]:
+    """A few words on what ran: model, TP degree, sequence, device (when run.json says)."""
+    cfg = run.get("config") or {}
+    model = cfg.get("model")
+    out = [str(model.get("name")) if isinstance(model, dict) and model.get("name") else ""]
+    out.append(f"TP {cfg['tp']}" if cfg.get("tp") else "")
+    out.append(f"seq {cfg['seq']}" if cfg.get("seq") else "")
+    devs = run.get("devices") or []
+    if devs and isinstance(devs[0], dict) and devs[0].get("name"):
+        n = devs[0].get("count_visible")
+        out.append(f"{n}× {devs[0]['name']}" if n else str(devs[0]["name"]))
+    return [x for x in out if x]
+
+
+def write_run_report(
+    analyses: Mapping[str, Any], path: str | Path, *, run: dict, title: str | None = None
+) -> Path:
     """Write the report of a run directory (one section group per mode)."""
     return atomic_write_text(path, render_run_report(analyses, run=run, title=title))
 
 
-def render_compare(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B"),
-                   title: str | None = None) -> str:
+def render_compare(
+    a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B"), title: str | None = None
+) -> str:
     page = _Page()
-    page.group([F.compare_headline(a, b, labels=labels),
-                F.compare_ops_figure(a, b, labels=labels)], prefix="cmp", heading=None)
+    page.group(
+        [F.compare_headline(a, b, labels=labels), F.compare_ops_figure(a, b, labels=labels)],
+        prefix="cmp",
+        heading=None,
+    )
     for lab, x in zip(labels, (a, b)):
-        page.group([F.headline(x, title=f"{lab}: headline"), F.step_timeline(x)],
-                   prefix=f"side-{_slug(lab)}", heading=f"{lab}: {_source(x)}")
+        page.group(
+            [F.headline(x, title=f"{lab}: headline"), F.step_timeline(x)],
+            prefix=f"side-{_slug(lab)}",
+            heading=f"{lab}: {_source(x)}",
+        )
     sub = f"{labels[0]}: {_source(a)}  vs  {labels[1]}: {_source(b)}"
-    return page.render(title=title or f"domino-prof compare: {labels[0]} vs {labels[1]}",
-                       subtitle=sub)
+    return page.render(
+        title=title or f"domino-prof compare: {labels[0]} vs {labels[1]}", subtitle=sub
+    )
 
 
-def write_compare(a: Any, b: Any, path: str | Path, *, labels: tuple[str, str] = ("A", "B"),
-                  title: str | None = None) -> Path:
+def write_compare(
+    a: Any,
+    b: Any,
+    path: str | Path,
+    *,
+    labels: tuple[str, str] = ("A", "B"),
+    title: str | None = None,
+) -> Path:
     """Write the A/B comparison page (headline side by side, per-op deltas)."""
     return atomic_write_text(path, render_compare(a, b, labels=labels, title=title))
 
@@ -268,10 +323,11 @@ def _slug(s: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in str(s)).strip("-") or "x"
 
 
-def figure_count(html_text: str) -> int:
-    """How many plotly figures a rendered page holds (for tests and the CLI)."""
-    return html_text.count('class="dp-plot"')
-
-
-__all__ = ["write_report", "write_compare", "write_run_report", "render_report",
-           "render_compare", "render_run_report", "figure_count"]
+__all__ = [
+    "render_compare",
+    "render_report",
+    "render_run_report",
+    "write_compare",
+    "write_report",
+    "write_run_report",
+]

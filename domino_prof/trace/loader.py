@@ -13,8 +13,13 @@ How a file becomes rows (see ``schema.py`` for the columns):
 3. the ``ph == "X"`` structs are turned into numpy columns (names interned).
 
 Several rank files are parsed in parallel by a process pool bounded by the
-cores and by the memory a file needs (estimated from its size). The parent
-only concatenates compact numpy columns.
+cores and by the memory a file needs (estimated from its size); the parent
+only concatenates compact numpy columns. A big file (>= 16 MB) is decoded in
+~16 MB chunks cut at event boundaries of its ``traceEvents`` array, from a
+copy-on-write mmap, so only one chunk's structs are alive at a time (peak
+memory ~ file + one chunk + columns); with idle cores (>= 64 MB files) the
+chunks are spread over forked processes. See ``_parse_in_chunks``; any doubt
+about a split and the file is decoded whole instead.
 
 Timestamps: absolute ns = ``baseTimeNanoseconds`` + round(ts_us * 1000); traces
 without a base have absolute ``ts``. Real Kineto "relative" ``ts`` are still
@@ -30,13 +35,13 @@ microseconds.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import re
 import sys
 import zlib
-from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from itertools import compress
 from operator import attrgetter
@@ -145,7 +150,6 @@ class _Parsed:
     ints: dict[str, np.ndarray]
     cats: dict[str, tuple[np.ndarray, list[str]]]  # column -> (codes, categories)
     n: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- #
@@ -236,13 +240,13 @@ def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
     try:
         try:
             doc = _STRICT.decode(data)
-        except msgspec.ValidationError:
+        except msgspec.ValidationError:  # a value of an unexpected type somewhere
             try:
                 doc = _LAX.decode(data)
             except msgspec.ValidationError:
                 doc = _decode_sanitised(sp, data)
-        except msgspec.DecodeError as e:
-            raise _decode_error(sp, data, e) from None
+    except msgspec.DecodeError as e:  # malformed JSON (found by any of the decoders)
+        raise _decode_error(sp, data, e) from None
     finally:
         if gc_was:
             gc.enable()
@@ -569,11 +573,16 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
 
 
 def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
-    data = _read_bytes(Path(path_s), mutable=nproc > 1)
-    if nproc > 1:
-        parsed = _parse_chunked(path_s, data, rank_arg, nproc)
+    path = Path(path_s)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    if size >= _STREAM_BYTES or nproc > 1:
+        parsed = _parse_in_chunks(path_s, rank_arg, nproc)
         if parsed is not None:
             return parsed
+    data = _read_bytes(path)
     top, events = _decode(path_s, data)
     meta = _meta_from_top(path_s, top, rank_arg)
     part = _events_to_part(events, top.get("baseTimeNanoseconds"), data, path_s)
@@ -582,7 +591,7 @@ def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
 
 
 # --------------------------------------------------------------------------- #
-# One big file on several cores: split the traceEvents array at event bounds  #
+# Big files: the traceEvents array in chunks (bounded memory, several cores)   #
 # --------------------------------------------------------------------------- #
 
 # Between two objects of an array: '}' ',' '{' '"'. Inside a JSON string a '"'
@@ -592,10 +601,12 @@ def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{\s*\"")
 _EVENTS_KEY = re.compile(rb"\"traceEvents\"\s*:\s*\[")
 _CHUNK_DEC = msgspec.json.Decoder(list[_Event])
-_SHARED = bytearray()  # the file's bytes, inherited by forked chunk workers
+_STREAM_BYTES = 16 * 1024 * 1024  # files this big are decoded chunk by chunk
+_CHUNK_TARGET = 16 * 1024 * 1024  # bytes of JSON per chunk: bounds the structs alive
+_SHARED: Any = None  # the buffer, inherited by forked chunk workers
 
 
-def _events_span(data: bytes) -> tuple[int, int] | None:
+def _events_span(data) -> tuple[int, int] | None:
     """(start, end) of the traceEvents array's contents: data[start] == '{',
     data[end - 1] == '}'; None when the layout is not the plain Kineto one."""
     m = _EVENTS_KEY.search(data)
@@ -606,29 +617,30 @@ def _events_span(data: bytes) -> tuple[int, int] | None:
         start += 1
     if start >= len(data) or data[start] != ord("{"):
         return None
-    # the array's ']' is followed by the rest of the top-level object; find the
-    # first ']' from which the tail decodes as the end of an object
+    # the array's ']' is followed by the rest of the top-level object: take the
+    # last ']' preceded by an event's '}' whose tail decodes as an object's end.
+    # (A trailing key holding a list of objects could fool this; then the last
+    # chunk fails to decode and the caller falls back to one plain decode.)
     pos = len(data)
     window = max(start, len(data) - (1 << 20))
-    candidates = []
     while True:
         pos = data.rfind(b"]", window, pos)
         if pos < 0:
-            break
-        candidates.append(pos)
-    for pos in reversed(candidates):  # earliest first
-        before = data[:pos].rstrip()
-        if not before.endswith(b"}"):
+            return None
+        j = pos - 1
+        while j > start and data[j] in b" \t\r\n":
+            j -= 1
+        if data[j] != ord("}"):
             continue
         try:
-            msgspec.json.decode(b'{"_": 0' + data[pos + 1 :])
+            msgspec.json.decode(b'{"_": 0' + bytes(data[pos + 1 :]))
         except msgspec.DecodeError:
             continue
-        return start, len(before)
-    return None
+        return start, j + 1
 
 
-def _chunk_bounds(data: bytes, start: int, end: int, k: int) -> list[tuple[int, int]]:
+def _chunk_bounds(data, start: int, end: int, k: int) -> list[tuple[int, int]]:
+    """``k`` (lo, hi) byte ranges of whole events: data[lo] == '{', data[hi-1] == '}'."""
     bounds, lo = [], start
     for i in range(1, k):
         target = start + (end - start) * i // k
@@ -637,28 +649,50 @@ def _chunk_bounds(data: bytes, start: int, end: int, k: int) -> list[tuple[int, 
         m = _EVENT_GAP.search(data, target, end)
         if m is None:
             break
-        cut = data.rindex(b"}", m.start(), m.end()) + 1
+        cut = data.rfind(b"}", m.start(), m.end()) + 1
         bounds.append((lo, cut))
-        lo = data.index(b"{", cut, m.end())
+        lo = data.find(b"{", cut, m.end())
     bounds.append((lo, end))
     return bounds
 
 
-def _chunk_worker(conn, lo: int, hi: int, base: int | None, sp: str) -> None:  # pragma: no cover
-    """Forked child: decode one chunk, send its columns, exit without freeing.
-
-    The chunk is decoded in place: this process's (copy-on-write) copy of the
-    buffer gets '[' / ']' over the separators around it, so nothing is copied."""
+def _decode_chunks(buf, bounds: list[tuple[int, int]], base: int | None, sp: str) -> list[_Part]:
+    """Decode chunks one after the other, in place: '[' / ']' are written over the
+    separators around each (``buf`` is a private, copy-on-write mapping or a
+    bytearray), so no chunk is copied and only one chunk's structs are alive."""
+    parts = []
+    page = mmap.PAGESIZE
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
-        gc.disable()
-        _SHARED[lo - 1] = ord("[")
-        _SHARED[hi] = ord("]")
-        chunk = memoryview(_SHARED)[lo - 1 : hi + 1]
-        try:
-            events = _CHUNK_DEC.decode(chunk)
-        except msgspec.ValidationError:
-            events = _LAX.decode(chunk)
-        conn.send(("ok", _events_to_part(events, base, chunk, sp)))
+        for lo, hi in bounds:
+            buf[lo - 1] = ord("[")
+            buf[hi] = ord("]")
+            with memoryview(buf) as mv:
+                chunk = mv[lo - 1 : hi + 1]
+                try:
+                    events = _CHUNK_DEC.decode(chunk)
+                except msgspec.ValidationError:
+                    events = _LAX.decode(chunk)
+                parts.append(_events_to_part(events, base, chunk, sp))
+                del events
+                chunk.release()
+            if isinstance(buf, mmap.mmap) and hasattr(buf, "madvise"):
+                a, b = (lo - 1) // page * page, hi // page * page
+                if b > a:  # done with these pages: drop them from this process
+                    buf.madvise(mmap.MADV_DONTNEED, a, b - a)
+    finally:
+        if gc_was:
+            gc.enable()
+    return parts
+
+
+def _chunk_worker(
+    conn, bounds: list[tuple[int, int]], base: int | None, sp: str
+) -> None:  # pragma: no cover
+    """Forked child: decode its chunks, send their columns, exit without freeing."""
+    try:
+        conn.send(("ok", _decode_chunks(_SHARED, bounds, base, sp)))
     except BaseException as e:  # noqa: BLE001 - anything: the parent falls back
         conn.send(("fail", repr(e)))
     finally:
@@ -666,48 +700,23 @@ def _chunk_worker(conn, lo: int, hi: int, base: int | None, sp: str) -> None:  #
         os._exit(0)  # skip freeing millions of objects: the OS reclaims them at once
 
 
-def _parse_chunked(path_s: str, data: bytearray, rank_arg: int | None, k: int) -> _Parsed | None:
-    """Parse one file's events in ``k`` forked processes; None: do it serially."""
+def _decode_forked(buf, groups, base: int | None, sp: str) -> list[_Part] | None:
     import multiprocessing as mp
 
-    if "fork" not in mp.get_all_start_methods():
-        return None
-    span = _events_span(data)
-    if span is None:
-        return None
-    start, end = span
-    try:
-        top_doc = _STRICT.decode(bytes(data[:start]) + b"]" + _tail(data, end))
-    except msgspec.MsgspecError:
-        return None
-    if isinstance(top_doc, list) or top_doc.traceEvents is None:
-        return None
-    top = {
-        "distributedInfo": top_doc.distributedInfo,
-        "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
-        "deviceProperties": top_doc.deviceProperties,
-        "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
-    }
-    meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
-    bounds = _chunk_bounds(data, start, end, k)
-    if len(bounds) < 2:
-        return None
     global _SHARED
     ctx = mp.get_context("fork")
-    _SHARED = data
+    _SHARED = buf
     procs, conns = [], []
     try:
-        for lo, hi in bounds:
+        for bounds in groups:
             recv, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(
-                target=_chunk_worker, args=(send, lo, hi, top["baseTimeNanoseconds"], path_s)
-            )
+            p = ctx.Process(target=_chunk_worker, args=(send, bounds, base, sp))
             p.start()
             send.close()
             procs.append(p)
             conns.append(recv)
     finally:
-        _SHARED = bytearray()
+        _SHARED = None
     parts: list[_Part] = []
     ok = True
     for recv in conns:
@@ -715,22 +724,84 @@ def _parse_chunked(path_s: str, data: bytearray, rank_arg: int | None, k: int) -
             status, payload = recv.recv()
         except EOFError:
             status, payload = "fail", "worker died"
-        if status != "ok":
-            ok = False
+        if status == "ok":
+            parts.extend(payload)
         else:
-            parts.append(payload)
+            ok = False
         recv.close()
     for p in procs:
         p.join()
-    if not ok:
-        return None
-    return _finish(path_s, meta, parts)
+    return parts if ok else None
 
 
-def _tail(data: bytes | bytearray, end: int) -> bytes:
+def _open_buffer(path: Path):
+    """A writable private view of the file's JSON: a copy-on-write mmap for plain
+    files (pages come from the page cache and can be dropped as we go), a
+    bytearray for gzip. Returns (buffer, close)."""
+    with path.open("rb") as f:
+        magic = f.read(2)
+        if magic != b"\x1f\x8b" and hasattr(mmap, "ACCESS_COPY"):
+            try:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            except (OSError, ValueError):
+                mm = None
+            if mm is not None:
+                return mm, mm.close
+    data = _read_bytes(path, mutable=True)
+    return data, lambda: None
+
+
+def _parse_in_chunks(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed | None:
+    """Parse one file's events chunk by chunk (in ``nproc`` forked processes when
+    > 1); None when the layout is not plain Kineto or a chunk does not decode:
+    the caller then decodes the file whole (and reports any error precisely)."""
+    path = Path(path_s)
+    try:
+        buf, close = _open_buffer(path)
+    except OSError:
+        return None  # the plain path reports the read error
+    try:
+        span = _events_span(buf)
+        if span is None:
+            return None
+        start, end = span
+        try:
+            top_doc = _STRICT.decode(bytes(buf[:start]) + b"]" + _tail(buf, end))
+        except msgspec.MsgspecError:
+            return None
+        if isinstance(top_doc, list) or top_doc.traceEvents is None:
+            return None
+        top = {
+            "distributedInfo": top_doc.distributedInfo,
+            "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
+            "deviceProperties": top_doc.deviceProperties,
+            "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
+        }
+        meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
+        base = top["baseTimeNanoseconds"]
+        n_chunks = max(nproc, -(-(end - start) // _CHUNK_TARGET))
+        bounds = _chunk_bounds(buf, start, end, n_chunks)
+        import multiprocessing as mp
+
+        if nproc > 1 and len(bounds) > 1 and "fork" in mp.get_all_start_methods():
+            k = min(nproc, len(bounds))
+            groups = [bounds[i * len(bounds) // k : (i + 1) * len(bounds) // k] for i in range(k)]
+            parts = _decode_forked(buf, groups, base, path_s)
+        else:
+            try:
+                parts = _decode_chunks(buf, bounds, base, path_s)
+            except msgspec.MsgspecError:
+                parts = None
+        if parts is None:
+            return None
+        return _finish(path_s, meta, parts)
+    finally:
+        close()
+
+
+def _tail(data, end: int) -> bytes:
     """What follows the events array's ']' (the rest of the top-level object)."""
-    pos = data.index(b"]", end)
-    return bytes(data[pos + 1 :])
+    return bytes(data[data.find(b"]", end) + 1 :])
 
 
 def _parse_or_error(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed | _FileError:
@@ -739,6 +810,13 @@ def _parse_or_error(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parse
         return _parse_file(path_s, rank_arg, nproc)
     except _FileError as e:
         return e
+    except MemoryError:
+        need = _peak_bytes(_uncompressed_size(Path(path_s))) / 1e9
+        return _FileError(
+            path_s,
+            f"out of memory while loading (needs about {need:.1f} GB)",
+            "load fewer rank files at once (point at a subdirectory) or use more memory",
+        )
 
 
 # --------------------------------------------------------------------------- #
@@ -799,10 +877,20 @@ def _cores() -> int:
 
 
 def _plan_chunks(size: int, workers: int | None) -> int:
-    """Processes for one file: its events array is split among them."""
-    if workers is None:
-        return _cores() if size >= _CHUNK_BYTES else 1
-    return max(1, workers)
+    """Processes for one file: its events array is split among them.
+
+    Auto: only for big files, and only onto cores that are idle (the 1-minute
+    load average): on a busy machine the split costs more than it saves."""
+    if workers is not None:
+        return max(1, workers)
+    if size < _CHUNK_BYTES:
+        return 1
+    cores = _cores()
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, min(cores, int(cores - busy + 1.5)))
 
 
 def _plan_workers(sizes: list[int], workers: int | None) -> int:
@@ -870,7 +958,7 @@ def _pool_context():
 
 def _parse_all(
     files: list[Path], rank_arg: int | None, workers: int | None, progress: bool | None
-) -> Iterable[_Parsed | _FileError]:
+) -> list[_Parsed | _FileError]:
     sizes = [_uncompressed_size(p) for p in files]
     total = sum(sizes)
     show = progress if progress is not None else total > _PROGRESS_BYTES and sys.stderr.isatty()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs and run it, then gate the project on its
+# own overlap figures. This is THE test command (README; .ci/run calls it as is).
+# Safe to re-run: installs are idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+# torch: the CPU build (a plain `torch` requirement would pull a multi-GB CUDA build).
+"$PY" -m pip install -q -e '.[model,test,hta]' 'torch==2.13.0' \
+  --extra-index-url https://download.pytorch.org/whl/cpu
+# a real headless browser for the report tests
+if ! command -v chromium >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null
+fi
+mkdir -p test-artifacts
+"$PY" -m pytest -q -p no:cacheprovider "$@"
+# Self-gates (issue #6): the committed real H200 traces against their committed
+# baseline, and a fresh CPU run against a floor.
+domino-prof check tests/data/h200_llama3_3b_2layers_tp2 --mode domino \
+  --baseline tests/data/h200_llama3_3b_2layers_tp2/overlap-baseline.json --max-drop 0.5 \
+  --junit test-artifacts/overlap-gpu.xml
+cpu_run="$(mktemp -d)/cpu-run"
+domino-prof run --device cpu --tp 2 --out "$cpu_run" --no-analyze
+domino-prof check "$cpu_run" --min-hidden 10 --junit test-artifacts/overlap-cpu.xml

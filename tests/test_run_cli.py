@@ -1,0 +1,132 @@
+"""`domino-prof run` end to end on CPU (gloo): the README's main job, bad flags,
+crashed / hung ranks and Ctrl-C. Subprocesses, because the launcher spawns ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+RUN = [sys.executable, "-m", "domino_prof.cli", "run"]
+
+
+def _run(args, *, env=None, timeout=300):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run(RUN + args, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def _leftover_ranks(out: Path) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [ln for ln in ps.splitlines() if "reference_model.train" in ln and str(out) in ln]
+
+
+def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
+    out = tmp_path / "run"
+    p = _run(["--out", str(out)])
+    assert p.returncode == 0, p.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["schema"] == "domino-prof/run"
+    cfg = run["config"]
+    assert (cfg["model"]["name"], cfg["tp"], cfg["device"], run["backend"]) == (
+        "tiny", 2, "cpu", "gloo")
+    dom = run["modes"]["domino"]
+    n_steps = cfg["warmup_steps"] + cfg["timed_steps"] + 1 + cfg["profile_steps"]
+    assert len(dom["losses"]) == n_steps
+    assert len(dom["step_times_ms"]) == cfg["timed_steps"]
+    assert dom["tokens_per_s"] == pytest.approx(cfg["mbs"] * cfg["seq"] / dom["step_ms"] * 1e3)
+    traces = sorted(p.name for p in (out / "domino").glob("rank*.pt.trace.json.gz"))
+    assert traces == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
+    analysis = json.loads((out / "domino" / "analysis.json").read_text())
+    assert analysis["schema"] == "domino-prof/analysis"
+    # the gloo all-reduces of a domino run are seen, and the table carries its hidden %
+    assert dom["hidden_pct"] is not None and 0.0 <= dom["hidden_pct"] <= 100.0
+    assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    assert "domino" in p.stdout and "tokens/s" in p.stdout
+
+
+def test_run_mode_all_at_tp8_on_cpu(tmp_path):
+    """The tp 8 code path (issue #7) on CPU: 8 gloo ranks, the tiny preset."""
+    out = tmp_path / "run8"
+    p = _run(["--tp", "8", "--seq", "32", "--mode", "all", "--warmup", "1", "--steps", "1",
+              "--profile-steps", "1", "--out", str(out)], timeout=600)
+    assert p.returncode == 0, p.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino"]
+    for mode in ("tp", "domino"):
+        assert len(list((out / mode).glob("rank*.pt.trace.json.gz"))) == 8
+    # same data, same weights: tp and domino agree on every loss (fp32, CPU)
+    for a, b in zip(run["modes"]["tp"]["losses"], run["modes"]["domino"]["losses"]):
+        assert a == pytest.approx(b, rel=1e-5)
+    assert run["comparison"][0]["speedup_vs_tp"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--mbs", "3"], "not divisible by --splits 2"),
+        (["--tp", "3"], "does not divide the tiny model's heads (16)"),
+        (["--model", "gpt2"], "unknown model preset 'gpt2'"),
+        (["--device", "cuda"], "no CUDA GPU is visible"),
+        (["--cuda-graphs"], "--cuda-graphs needs --device cuda"),
+        (["--reanalyze", "/nonexistent/dir"], "no run.json here"),
+    ],
+)
+def test_bad_flags_one_line_exit_2(tmp_path, args, needle):
+    p = _run(args + ["--out", str(tmp_path / "x")], timeout=60)
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "x" / "run.json").exists()
+
+
+def test_crashed_rank_is_named_and_all_ranks_end(tmp_path):
+    out = tmp_path / "crash"
+    t0 = time.monotonic()
+    p = _run(["--out", str(out), "--timeout", "60"], env={"DOMINO_PROF_FAULT": "crash@1"})
+    assert p.returncode == 1
+    assert "rank 1 exited with code 7: injected crash on rank 1" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert time.monotonic() - t0 < 60
+    assert _leftover_ranks(out) == []
+    assert not (out / "run.json").exists()
+
+
+def test_hung_rank_is_killed_at_the_timeout(tmp_path):
+    out = tmp_path / "hang"
+    t0 = time.monotonic()
+    p = _run(["--out", str(out), "--timeout", "15"], env={"DOMINO_PROF_FAULT": "hang@0"})
+    elapsed = time.monotonic() - t0
+    assert p.returncode == 1
+    # rank 1 fails first (its collective times out) or the launcher's timeout fires:
+    # either way the run ends, names a rank, and leaves nothing running
+    assert "rank" in p.stderr and "Traceback" not in p.stderr.split("full log")[0]
+    assert elapsed < 60
+    assert _leftover_ranks(out) == []
+    assert not list(out.glob("*/rank*.pt.trace.json.gz"))  # nothing that looks complete
+
+
+def test_ctrl_c_ends_every_rank(tmp_path):
+    out = tmp_path / "sigint"
+    env = dict(os.environ, DOMINO_PROF_FAULT="hang@0")
+    proc = subprocess.Popen(RUN + ["--out", str(out), "--timeout", "120"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_leftover_ranks(out)) < 2:
+        time.sleep(0.2)
+    assert len(_leftover_ranks(out)) == 2, "ranks never started"
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert _leftover_ranks(out) == []
+    assert not (out / "run.json").exists()
