@@ -24,7 +24,7 @@ def _run(args, *, env=None, timeout=300):
 
 
 def _leftover_ranks(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
     return [ln for ln in ps.splitlines() if "reference_model.train" in ln and str(out) in ln]
 
 
