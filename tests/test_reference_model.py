@@ -12,11 +12,11 @@ import socket
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from domino_prof.errors import ConfigError  # noqa: E402
-from domino_prof.reference_model.config import RunConfig, preset, tiny  # noqa: E402
+from domino_prof.errors import ConfigError
+from domino_prof.reference_model.config import RunConfig, preset, tiny
 
 TOL = 1e-5
 
@@ -38,10 +38,24 @@ def _grad_worker(rank: int, world: int, port: int, q) -> None:
     inp, tgt = batch(cfg, mbs=12, seq=16, seed=3, device="cpu")  # 12: divisible by 2, 3, 4
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
     out = {"ref_loss": ref_loss}
-    for name, splits, overlap in (("tp", 1, False), ("domino2", 2, True),
-                                  ("domino3", 3, True), ("domino4", 4, True)):
-        loss, errs = compare(cfg, TPComm(), ref, inp, tgt, splits=splits, overlap=overlap,
-                             seed=5, device="cpu", dtype=torch.float32)
+    for name, splits, overlap in (
+        ("tp", 1, False),
+        ("domino2", 2, True),
+        ("domino3", 3, True),
+        ("domino4", 4, True),
+    ):
+        loss, errs = compare(
+            cfg,
+            TPComm(),
+            ref,
+            inp,
+            tgt,
+            splits=splits,
+            overlap=overlap,
+            seed=5,
+            device="cpu",
+            dtype=torch.float32,
+        )
         out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
     q.put((rank, out))
     dist.destroy_process_group()
@@ -54,7 +68,7 @@ def _losses_worker(rank: int, world: int, port: int, q) -> None:
     from domino_prof.reference_model.parallel import TPComm
     from domino_prof.reference_model.verify import train_losses
 
-    kw = dict(steps=20, mbs=4, seq=16, seed=9)
+    kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
     dom = train_losses(tiny(), TPComm(), splits=2, overlap=True, **kw)
     tp = train_losses(tiny(), TPComm(), splits=1, overlap=False, **kw)
     ref = train_losses(tiny(), None, splits=1, overlap=False, **kw)
@@ -65,8 +79,7 @@ def _losses_worker(rank: int, world: int, port: int, q) -> None:
 def _spawn(fn, world: int) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    mp.start_processes(fn, args=(world, _port(), q), nprocs=world, join=True,
-                       start_method="spawn")
+    mp.start_processes(fn, args=(world, _port(), q), nprocs=world, join=True, start_method="spawn")
     return dict(q.get() for _ in range(world))
 
 
@@ -108,8 +121,18 @@ def test_schedule_uses_one_pending_box_per_unit_and_waits_before_use():
     cfg = tiny()
     inp, tgt = batch(cfg, mbs=5, seq=8, seed=1, device="cpu")
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=2, device="cpu", dtype=torch.float32)
-    loss, errs = compare(cfg, TPComm(), ref, inp, tgt, splits=5, overlap=True, seed=2,
-                         device="cpu", dtype=torch.float32)
+    loss, errs = compare(
+        cfg,
+        TPComm(),
+        ref,
+        inp,
+        tgt,
+        splits=5,
+        overlap=True,
+        seed=2,
+        device="cpu",
+        dtype=torch.float32,
+    )
     assert abs(loss - ref_loss) <= TOL * ref_loss
     assert max(errs.values()) <= TOL
 
@@ -117,11 +140,11 @@ def test_schedule_uses_one_pending_box_per_unit_and_waits_before_use():
 @pytest.mark.parametrize(
     ("kw", "needle"),
     [
-        (dict(tp=3), "does not divide the tiny model's heads (16)"),
-        (dict(tp=16), "does not divide the tiny model's kv heads (8)"),
-        (dict(mbs=3, splits=2), "not divisible by --splits 2"),
-        (dict(splits=1), "--splits must be >= 2 for domino"),
-        (dict(modes=("fast",)), "unknown mode 'fast'"),
+        ({"tp": 3}, "does not divide the tiny model's heads (16)"),
+        ({"tp": 16}, "does not divide the tiny model's kv heads (8)"),
+        ({"mbs": 3, "splits": 2}, "not divisible by --splits 2"),
+        ({"splits": 1}, "--splits must be >= 2 for domino"),
+        ({"modes": ("fast",)}, "unknown mode 'fast'"),
     ],
 )
 def test_config_validation(kw, needle):

@@ -363,6 +363,30 @@ def test_cli_report_run_dir(tmp_path):
     assert "1.250×" in (tmp_path / "d.html").read_text()
 
 
+def test_cli_report_run_with_unanalysable_mode(tmp_path):
+    # a CPU run's nocomm mode has neither device nor gloo events: analyze() refuses it;
+    # the report still renders the other modes and says so in nocomm's place.
+    run = make_run_dir(tmp_path / "run")
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0, 100)
+    b.cpu("aten::mm", 10, 20)
+    (run / "nocomm").mkdir()
+    b.write(run / "nocomm" / "rank0.pt.trace.json")
+    doc = json.loads((run / "run.json").read_text())
+    doc["modes"]["nocomm"] = {**doc["modes"]["tp"], "trace_dir": "nocomm"}
+    (run / "run.json").write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    html = (run / "report.html").read_text()
+    assert "Mode: nocomm" in html and "Not analysed:" in html and "no device activity" in html
+    assert len(figure_specs(html)) == 1 + 2 * 4  # modes chart + tp and domino figures
+    # a plain trace (no run around it) without device activity: same, exit 0
+    plain = b.write(tmp_path / "rank0.pt.trace.json")
+    res = CliRunner().invoke(app, ["report", str(plain), "-o", str(tmp_path / "n.html")])
+    assert res.exit_code == 0, res.output
+    assert "Not analysed:" in (tmp_path / "n.html").read_text()
+
+
 def test_cli_compare(tmp_path):
     run = make_run_dir(tmp_path / "run")
     out = tmp_path / "diff.html"

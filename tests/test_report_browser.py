@@ -119,3 +119,11 @@ def test_real_h200_run_report(tmp_path):
     # modes | domino: timeline (compute, hidden, exposed, memory), heatmap fwd/bwd, ops,
     # switch gaps, launch delays, skew | tp: timeline (no hidden), heatmap, ops, launch, skew
     assert [f["expected"] for f in figs] == [1, 4, 2, 2, 1, 1, 2, 3, 2, 2, 1, 2]
+
+
+def test_unanalysable_trace_page_renders(tmp_path):
+    from domino_prof.report.figures import Unavailable
+
+    why = Unavailable("Not analysed: rank0.json: no device activity (kernels/memcpy)")
+    figs, summary = check_page(write_report(why, tmp_path / "u.html"), "report-unanalysable.png")
+    assert figs == [] and summary["notes"] == 1

@@ -20,11 +20,15 @@ RUN = [sys.executable, "-m", "domino_prof.cli", "run"]
 
 def _run(args, *, env=None, timeout=300):
     e = dict(os.environ, **(env or {}))
-    return subprocess.run(RUN + args, capture_output=True, text=True, timeout=timeout, env=e)
+    return subprocess.run(
+        RUN + args, capture_output=True, text=True, timeout=timeout, env=e, check=False
+    )
 
 
 def _leftover_ranks(out: Path) -> list[str]:
-    ps = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(
+        ["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True, check=False
+    ).stdout
     return [ln for ln in ps.splitlines() if "reference_model.train" in ln and str(out) in ln]
 
 
@@ -36,7 +40,11 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert run["schema"] == "domino-prof/run"
     cfg = run["config"]
     assert (cfg["model"]["name"], cfg["tp"], cfg["device"], run["backend"]) == (
-        "tiny", 2, "cpu", "gloo")
+        "tiny",
+        2,
+        "cpu",
+        "gloo",
+    )
     dom = run["modes"]["domino"]
     n_steps = cfg["warmup_steps"] + cfg["timed_steps"] + 1 + cfg["profile_steps"]
     assert len(dom["losses"]) == n_steps
@@ -55,8 +63,25 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
 def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     """The tp 8 code path (issue #7) on CPU: 8 gloo ranks, the tiny preset."""
     out = tmp_path / "run8"
-    p = _run(["--tp", "8", "--seq", "32", "--mode", "all", "--warmup", "1", "--steps", "1",
-              "--profile-steps", "1", "--out", str(out)], timeout=600)
+    p = _run(
+        [
+            "--tp",
+            "8",
+            "--seq",
+            "32",
+            "--mode",
+            "all",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--profile-steps",
+            "1",
+            "--out",
+            str(out),
+        ],
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
     assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino"]
@@ -117,8 +142,13 @@ def test_hung_rank_is_killed_at_the_timeout(tmp_path):
 def test_ctrl_c_ends_every_rank(tmp_path):
     out = tmp_path / "sigint"
     env = dict(os.environ, DOMINO_PROF_FAULT="hang@0")
-    proc = subprocess.Popen(RUN + ["--out", str(out), "--timeout", "120"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        RUN + ["--out", str(out), "--timeout", "120"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_leftover_ranks(out)) < 2:
         time.sleep(0.2)

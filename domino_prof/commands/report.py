@@ -113,6 +113,29 @@ def analyse(trace_path: Path, *, comm_pattern: str | None = None) -> Any:
     return analyze(load_trace(trace_path), _config(trace_path, comm_pattern))
 
 
+def analyse_for_report(trace_path: Path, *, comm_pattern: str | None, in_run: bool) -> Any:
+    """Like :func:`analyse`, but a trace that loads and cannot be analysed (no device or
+    gloo activity, e.g. a run's ``nocomm`` mode on CPU) becomes an ``Unavailable`` that
+    the page shows in place of its figures. In a run, a mode whose traces cannot be
+    loaded does too; a plain trace that cannot be loaded stays an error."""
+    from domino_prof.analysis import analyze
+    from domino_prof.report.figures import Unavailable
+    from domino_prof.trace import load_trace
+
+    try:
+        if not trace_path.exists():
+            raise TraceError(trace_path, "trace directory named in run.json is missing")
+        trace = load_trace(trace_path)
+    except TraceError as e:
+        if not in_run:
+            raise
+        return Unavailable(f"Not analysed: {e}")
+    try:
+        return analyze(trace, _config(trace_path, comm_pattern))
+    except TraceError as e:
+        return Unavailable(f"Not analysed: {e}")
+
+
 def single(path: str | Path, *, comm_pattern: str | None = None) -> tuple[Any, str, Source]:
     """PATH that must stand for one analysis -> (Analysis, label, source)."""
     src = resolve(path)
@@ -175,14 +198,20 @@ def register(app: typer.Typer) -> None:
         at_run = src.run_dir is not None and src.run_dir == src.path
         out = output or (src.path / "report.html" if at_run else Path("report.html"))
         _write_guard(out)
-        analyses = {m: analyse(d, comm_pattern=comm_pattern) for m, d in src.modes.items()}
+        analyses = {
+            m: analyse_for_report(d, comm_pattern=comm_pattern, in_run=src.run is not None)
+            for m, d in src.modes.items()
+        }
         if src.run is not None and len(analyses) > 1:
             write_run_report(analyses, out, run=src.run, title=title)
         else:
             mode, a = next(iter(analyses.items()))
             write_report(a, out, run=src.run, title=title, mode=mode or None)
         for m, a in analyses.items():
-            t = a.totals
+            t = getattr(a, "totals", None)
+            if t is None:
+                print(f"{m + ': ' if m else ''}{a.reason}", file=sys.stderr)
+                continue
             print(
                 f"{m + ': ' if m else ''}hidden {_fmt(t.get('hidden_pct'), '.1f')} %, "
                 f"exposed {_fmt(t.get('exposed_ms_per_step'), '.3f')} ms/step, "

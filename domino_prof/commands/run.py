@@ -23,17 +23,22 @@ class Mode(str, Enum):
 
 def _under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or (
-        "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ
-        and "DOMINO_PROF_LAUNCHER" not in os.environ)
+        "RANK" in os.environ
+        and "WORLD_SIZE" in os.environ
+        and "MASTER_ADDR" in os.environ
+        and "DOMINO_PROF_LAUNCHER" not in os.environ
+    )
 
 
 def _import_torch():
     try:
         import torch
     except ImportError:
-        raise ConfigError("`domino-prof run` needs PyTorch: pip install 'torch==2.13.0' "
-                          "--index-url https://download.pytorch.org/whl/cpu (CPU) or a CUDA "
-                          "build; analysing traces does not need it") from None
+        raise ConfigError(
+            "`domino-prof run` needs PyTorch: pip install 'torch==2.13.0' "
+            "--index-url https://download.pytorch.org/whl/cpu (CPU) or a CUDA "
+            "build; analysing traces does not need it"
+        ) from None
     return torch
 
 
@@ -44,19 +49,36 @@ def print_comparison(run: dict) -> None:
     def f(v, fmt):
         return "n/a" if v is None else format(v, fmt)
 
-    t = Table(title=f"{run['config']['model']['name']}  tp {run['config']['tp']}  "
-                    f"seq {run['config']['seq']}  mbs {run['config']['mbs']}")
-    for col in ("mode", "step ms", "tokens/s", "MFU", "hidden %", "speedup vs tp",
-                "frac of nocomm"):
+    t = Table(
+        title=f"{run['config']['model']['name']}  tp {run['config']['tp']}  "
+        f"seq {run['config']['seq']}  mbs {run['config']['mbs']}"
+    )
+    for col in (
+        "mode",
+        "step ms",
+        "tokens/s",
+        "MFU",
+        "hidden %",
+        "speedup vs tp",
+        "frac of nocomm",
+    ):
         t.add_column(col, justify="left" if col == "mode" else "right")
     for r in run["comparison"]:
-        t.add_row(r["mode"], f(r["step_ms"], ".2f"), f(r["tokens_per_s"], ",.0f"),
-                  f(r["mfu"] and 100 * r["mfu"], ".1f"), f(r["hidden_pct"], ".1f"),
-                  f(r["speedup_vs_tp"], ".3f"), f(r["frac_of_nocomm"], ".3f"))
+        t.add_row(
+            r["mode"],
+            f(r["step_ms"], ".2f"),
+            f(r["tokens_per_s"], ",.0f"),
+            f(r["mfu"] and 100 * r["mfu"], ".1f"),
+            f(r["hidden_pct"], ".1f"),
+            f(r["speedup_vs_tp"], ".3f"),
+            f(r["frac_of_nocomm"], ".3f"),
+        )
     Console().print(t)
     if "nocomm" in run["modes"]:
-        Console(stderr=True).print("[dim]nocomm skips every TP collective: its losses are "
-                                   "meaningless; it is a throughput upper bound only.[/dim]")
+        Console(stderr=True).print(
+            "[dim]nocomm skips every TP collective: its losses are "
+            "meaningless; it is a throughput upper bound only.[/dim]"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -65,10 +87,13 @@ def register(app: typer.Typer) -> None:
     def run(
         tp: int = typer.Option(2, help="Tensor-parallel ranks (processes)."),
         seq: int = typer.Option(0, help="Sequence length (0: 128 for tiny, else 4096)."),
-        model: str = typer.Option("auto", help="tiny, llama3-1b, llama3-3b, llama3-8b "
-                                  "(auto: tiny on CPU, llama3-3b on CUDA)."),
-        mode: Mode = typer.Option(Mode.domino, help="domino, tp, nocomm, or all (back to "
-                                  "back on one process group)."),
+        model: str = typer.Option(
+            "auto",
+            help="tiny, llama3-1b, llama3-3b, llama3-8b (auto: tiny on CPU, llama3-3b on CUDA).",
+        ),
+        mode: Mode = typer.Option(
+            Mode.domino, help="domino, tp, nocomm, or all (back to back on one process group)."
+        ),
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
         mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
         layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
@@ -77,17 +102,25 @@ def register(app: typer.Typer) -> None:
         profile_steps: int = typer.Option(2, help="Profiled steps per mode."),
         device: str = typer.Option("auto", help="cuda, cpu, or auto."),
         dtype: str = typer.Option("auto", help="float32, bfloat16 (auto: bf16 on CUDA)."),
-        data: Path = typer.Option(None, help="Token file (.npy ints or .bin uint16); "
-                                  "default: synthetic deterministic tokens."),
+        data: Path = typer.Option(
+            None,
+            help="Token file (.npy ints or .bin uint16); default: synthetic deterministic tokens.",
+        ),
         out: Path = typer.Option(None, help="Run directory (default runs/<time>-<model>-tp<N>)."),
         timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
         seed: int = typer.Option(1234),
-        cuda_graphs: bool = typer.Option(False, help="Replay each sub-layer core as a CUDA "
-                                         "graph (cuts host launch overhead; CUDA only)."),
+        cuda_graphs: bool = typer.Option(
+            False,
+            help="Replay each sub-layer core as a CUDA "
+            "graph (cuts host launch overhead; CUDA only).",
+        ),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
-        reanalyze: Path = typer.Option(None, help="Train nothing: re-analyse this existing "
-                                       "run directory in place (e.g. copied back from a GPU "
-                                       "node without plotly) and print its table."),
+        reanalyze: Path = typer.Option(
+            None,
+            help="Train nothing: re-analyse this existing "
+            "run directory in place (e.g. copied back from a GPU "
+            "node without plotly) and print its table.",
+        ),
     ) -> None:
         """Train the reference TP Llama a few steps per mode, profiled; write traces,
         run.json, analysis and report into a run directory."""
@@ -107,19 +140,31 @@ def register(app: typer.Typer) -> None:
             if n_gpu == 0:
                 raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu")
             if not _under_torchrun() and tp > n_gpu:
-                raise ConfigError(f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; "
-                                  f"lower --tp or use --device cpu")
+                raise ConfigError(
+                    f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; "
+                    f"lower --tp or use --device cpu"
+                )
         name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
         mcfg = preset(name, layers=layers or None)
         if data is not None and not data.is_file():
             raise ConfigError(f"--data {data}: no such file")
         modes = ("tp", "nocomm", "domino") if mode is Mode.all else (mode.value,)
         cfg = RunConfig(
-            model=mcfg, tp=tp, seq=seq or (128 if name == "tiny" else 4096), mbs=mbs,
-            splits=splits, modes=modes, device=device,
+            model=mcfg,
+            tp=tp,
+            seq=seq or (128 if name == "tiny" else 4096),
+            mbs=mbs,
+            splits=splits,
+            modes=modes,
+            device=device,
             dtype=dtype if dtype != "auto" else ("bfloat16" if device == "cuda" else "float32"),
-            warmup_steps=warmup, timed_steps=steps, profile_steps=profile_steps, seed=seed,
-            data=str(data) if data else None, timeout_s=timeout, cuda_graphs=cuda_graphs,
+            warmup_steps=warmup,
+            timed_steps=steps,
+            profile_steps=profile_steps,
+            seed=seed,
+            data=str(data) if data else None,
+            timeout_s=timeout,
+            cuda_graphs=cuda_graphs,
         ).validate()
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"

@@ -46,23 +46,45 @@ class ModelConfig:
 
 
 def tiny() -> ModelConfig:  # divisible by tp 1, 2, 4, 8 (heads 16, kv heads 8)
-    return ModelConfig(name="tiny", dim=256, ffn_dim=512, n_heads=16, n_kv_heads=8,
-                       n_layers=2, vocab_size=512)
+    return ModelConfig(
+        name="tiny", dim=256, ffn_dim=512, n_heads=16, n_kv_heads=8, n_layers=2, vocab_size=512
+    )
 
 
 def llama3_1b() -> ModelConfig:
-    return ModelConfig(name="llama3-1b", dim=2048, ffn_dim=8192, n_heads=32, n_kv_heads=8,
-                       n_layers=16, vocab_size=128256)
+    return ModelConfig(
+        name="llama3-1b",
+        dim=2048,
+        ffn_dim=8192,
+        n_heads=32,
+        n_kv_heads=8,
+        n_layers=16,
+        vocab_size=128256,
+    )
 
 
 def llama3_3b() -> ModelConfig:
-    return ModelConfig(name="llama3-3b", dim=3072, ffn_dim=8192, n_heads=24, n_kv_heads=8,
-                       n_layers=28, vocab_size=128256)
+    return ModelConfig(
+        name="llama3-3b",
+        dim=3072,
+        ffn_dim=8192,
+        n_heads=24,
+        n_kv_heads=8,
+        n_layers=28,
+        vocab_size=128256,
+    )
 
 
 def llama3_8b() -> ModelConfig:
-    return ModelConfig(name="llama3-8b", dim=4096, ffn_dim=14336, n_heads=32, n_kv_heads=8,
-                       n_layers=32, vocab_size=128256)
+    return ModelConfig(
+        name="llama3-8b",
+        dim=4096,
+        ffn_dim=14336,
+        n_heads=32,
+        n_kv_heads=8,
+        n_layers=32,
+        vocab_size=128256,
+    )
 
 
 PRESETS = {"tiny": tiny, "llama3-1b": llama3_1b, "llama3-3b": llama3_3b, "llama3-8b": llama3_8b}
@@ -105,12 +127,17 @@ class RunConfig:
         m = self.model
         if self.tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {self.tp}")
-        for what, n in (("heads", m.n_heads), ("kv heads", m.n_kv_heads),
-                        ("ffn dim", m.ffn_dim), ("vocab size", m.vocab_size)):
+        for what, n in (
+            ("heads", m.n_heads),
+            ("kv heads", m.n_kv_heads),
+            ("ffn dim", m.ffn_dim),
+            ("vocab size", m.vocab_size),
+        ):
             if n % self.tp:
                 raise ConfigError(
                     f"--tp {self.tp} does not divide the {m.name} model's {what} ({n}); "
-                    f"choose a tp that divides {n}")
+                    f"choose a tp that divides {n}"
+                )
         if self.splits < 1:
             raise ConfigError(f"--splits must be >= 1, got {self.splits}")
         if "domino" in self.modes and self.splits < 2:
@@ -118,7 +145,8 @@ class RunConfig:
         if self.mbs % self.splits:
             raise ConfigError(
                 f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
-                f"use an mbs that is a multiple of {self.splits}")
+                f"use an mbs that is a multiple of {self.splits}"
+            )
         if self.seq < 2:
             raise ConfigError(f"--seq must be >= 2, got {self.seq}")
         for mode in self.modes:

@@ -75,19 +75,39 @@ def spawn_ranks(cfg: RunConfig, out: Path) -> None:
     log_paths: list[Path] = []
     try:
         for r in range(cfg.tp):
-            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(cfg.tp),
-                       LOCAL_WORLD_SIZE=str(cfg.tp), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), DOMINO_PROF_LAUNCHER="1",
-                       PYTHONUNBUFFERED="1")
+            env = dict(
+                os.environ,
+                RANK=str(r),
+                LOCAL_RANK=str(r),
+                WORLD_SIZE=str(cfg.tp),
+                LOCAL_WORLD_SIZE=str(cfg.tp),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                DOMINO_PROF_LAUNCHER="1",
+                PYTHONUNBUFFERED="1",
+            )
             env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast on shared hosts
             env.setdefault("OMP_NUM_THREADS", "1" if cfg.device == "cpu" else "4")
             log_path = logs / f"rank{r}.log"
             log_paths.append(log_path)
             log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "domino_prof.reference_model.train",
-                 "--config", str(cfg_path), "--out", str(out)],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "domino_prof.reference_model.train",
+                        "--config",
+                        str(cfg_path),
+                        "--out",
+                        str(out),
+                    ],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
             log.close()
         t0 = time.monotonic()
         shown = 0
@@ -100,17 +120,20 @@ def spawn_ranks(cfg: RunConfig, out: Path) -> None:
                 r, c = bad[0]
                 _kill(procs)
                 what = EXIT_MESSAGES.get(c, f"exited with code {c}")
-                raise RunError(f"rank {r} {what}: {_last_line(log_paths[r])} "
-                               f"(full log: {log_paths[r]})")
+                raise RunError(
+                    f"rank {r} {what}: {_last_line(log_paths[r])} (full log: {log_paths[r]})"
+                )
             if all(c == 0 for c in codes):
                 _echo_rank0(log_paths[0], shown)
                 return
             if time.monotonic() - t0 > cfg.timeout_s:
                 hung = [r for r, c in enumerate(codes) if c is None]
                 _kill(procs)
-                raise RunError(f"ranks {hung} did not finish within {cfg.timeout_s:.0f} s "
-                               f"(hung?); logs in {logs}; raise --timeout if the run is "
-                               f"just slow")
+                raise RunError(
+                    f"ranks {hung} did not finish within {cfg.timeout_s:.0f} s "
+                    f"(hung?); logs in {logs}; raise --timeout if the run is "
+                    f"just slow"
+                )
             time.sleep(0.2)
     except BaseException:
         _kill(procs)
@@ -140,9 +163,16 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     if not res_path.exists():
         raise RunError(f"{out}: the ranks finished without writing results; see {out}/logs")
     res = json.loads(res_path.read_text())
-    run = {"schema": "domino-prof/run", "version": 1, "config": cfg.to_dict(),
-           "versions": res["versions"], "devices": res["devices"],
-           "backend": res["backend"], "modes": res["results"], "notes": []}
+    run = {
+        "schema": "domino-prof/run",
+        "version": 1,
+        "config": cfg.to_dict(),
+        "versions": res["versions"],
+        "devices": res["devices"],
+        "backend": res["backend"],
+        "modes": res["results"],
+        "notes": [],
+    }
     analyses = {}
     if analyze:
         analyses = _analyze_modes(out, run)
@@ -159,10 +189,13 @@ def refresh(out: Path) -> dict:
     hidden % and comparison table, and report.html."""
     run_path = out / "run.json"
     if not run_path.is_file():
-        raise ConfigError(f"{out}: no run.json here; point at a directory written by "
-                          f"`domino-prof run`")
+        raise ConfigError(
+            f"{out}: no run.json here; point at a directory written by `domino-prof run`"
+        )
     run = json.loads(run_path.read_text())
-    run["notes"] = [n for n in run.get("notes", []) if not n.startswith(("traces not", "no report"))]
+    run["notes"] = [
+        n for n in run.get("notes", []) if not n.startswith(("traces not", "no report"))
+    ]
     analyses = _analyze_modes(out, run)
     run["comparison"] = comparison_rows(run["modes"])
     _write_report(out, run, analyses)
@@ -214,10 +247,15 @@ def comparison_rows(modes: dict) -> list[dict]:
     nc = modes.get("nocomm")
     rows = []
     for mode, r in modes.items():
-        rows.append({
-            "mode": mode, "step_ms": r["step_ms"], "tokens_per_s": r["tokens_per_s"],
-            "mfu": r.get("mfu"), "hidden_pct": r.get("hidden_pct"),
-            "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
-            "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
-        })
+        rows.append(
+            {
+                "mode": mode,
+                "step_ms": r["step_ms"],
+                "tokens_per_s": r["tokens_per_s"],
+                "mfu": r.get("mfu"),
+                "hidden_pct": r.get("hidden_pct"),
+                "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
+                "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
+            }
+        )
     return rows

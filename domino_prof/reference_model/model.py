@@ -52,8 +52,9 @@ class Attention(nn.Module):
         self.head_dim = cfg.head_dim
         self.n_heads = cfg.n_heads
         self.n_kv_heads = cfg.n_kv_heads
-        self.wqkv = nn.Linear(cfg.dim, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim,
-                              bias=False)
+        self.wqkv = nn.Linear(
+            cfg.dim, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=False
+        )
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
 
     def forward(self, x: torch.Tensor, rope: torch.Tensor) -> torch.Tensor:
@@ -67,8 +68,9 @@ class Attention(nn.Module):
         v = v.view(B, S, self.n_kv_heads, hd)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H(kv), S, D]
         # GQA without materialising repeated k/v
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           enable_gqa=self.n_kv_heads != self.n_heads)
+        o = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=self.n_kv_heads != self.n_heads
+        )
         o = o.transpose(1, 2).reshape(B, S, self.n_heads * hd)
         return self.wo(o)  # [B, S, dim]
 
@@ -121,4 +123,3 @@ class Transformer(nn.Module):
     def loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = self.forward(tokens)
         return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
-

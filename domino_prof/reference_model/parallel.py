@@ -73,6 +73,7 @@ class TPComm:
 # backward(), so a record_function around backward() would not enclose the kernel
 # launches. These identity functions open/close a range from inside backward.
 
+
 def _range_enter(name: str):
     return torch.ops.profiler._record_function_enter_new(name, None)
 
@@ -203,8 +204,7 @@ class ColumnParallelLinear(nn.Module):
         self.local_dgrad = False  # set while capturing CUDA-graph pieces
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ColumnParallelFn.apply(x, self.weight, self.comm, self.grad_box,
-                                      self.local_dgrad)
+        return ColumnParallelFn.apply(x, self.weight, self.comm, self.grad_box, self.local_dgrad)
 
 
 class VocabParallelCrossEntropy(torch.autograd.Function):
@@ -246,8 +246,10 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
 
 # --- sharding ---------------------------------------------------------------------------
 
-def shard_tensor(name: str, full: torch.Tensor, *, cfg: ModelConfig, rank: int,
-                 tp: int) -> torch.Tensor:
+
+def shard_tensor(
+    name: str, full: torch.Tensor, *, cfg: ModelConfig, rank: int, tp: int
+) -> torch.Tensor:
     """This rank's part of the full parameter ``name`` (see the module table)."""
     if tp == 1:
         return full
@@ -274,8 +276,9 @@ def init_param(name: str, shape, *, seed: int, device, dtype=torch.float32) -> t
     return (torch.randn(shape, generator=g, device=device) * 0.02).to(dtype)
 
 
-def build_reference(cfg: ModelConfig, *, seed: int, device="cpu",
-                    dtype=torch.float32) -> Transformer:
+def build_reference(
+    cfg: ModelConfig, *, seed: int, device="cpu", dtype=torch.float32
+) -> Transformer:
     """The unsharded single-device model with the same initial weights as every shard."""
     with torch.device("meta"):
         model = Transformer(cfg)
@@ -286,8 +289,9 @@ def build_reference(cfg: ModelConfig, *, seed: int, device="cpu",
     return model
 
 
-def shard_model(cfg: ModelConfig, comm: TPComm, *, seed: int, device="cpu",
-                dtype=torch.float32) -> Transformer:
+def shard_model(
+    cfg: ModelConfig, comm: TPComm, *, seed: int, device="cpu", dtype=torch.float32
+) -> Transformer:
     """Build this rank's shard of ``Transformer(cfg)``: every full weight is
     initialised (deterministically, on ``device``) and only this rank's part kept."""
     tp, rank = comm.size, comm.rank
@@ -296,8 +300,9 @@ def shard_model(cfg: ModelConfig, comm: TPComm, *, seed: int, device="cpu",
     full_shapes = {n: p.shape for n, p in model.named_parameters()}
 
     def col(lin: nn.Linear) -> ColumnParallelLinear:
-        return ColumnParallelLinear(torch.empty(lin.out_features // tp, lin.in_features,
-                                                device="meta"), comm)
+        return ColumnParallelLinear(
+            torch.empty(lin.out_features // tp, lin.in_features, device="meta"), comm
+        )
 
     def row(lin: nn.Linear) -> nn.Linear:
         # row-parallel needs no collective of its own (its g is issued by the schedule)

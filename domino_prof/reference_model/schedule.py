@@ -102,8 +102,9 @@ class StepRunner:
     async collectives (False: every collective is waited for immediately).
     """
 
-    def __init__(self, model: Transformer, comm: TPComm, *, splits: int, overlap: bool,
-                 graphs: bool = False) -> None:
+    def __init__(
+        self, model: Transformer, comm: TPComm, *, splits: int, overlap: bool, graphs: bool = False
+    ) -> None:
         self.model, self.comm = model, comm
         self.splits, self.overlap, self.graphs = splits, overlap, graphs
         self.units = units_of(model)
@@ -150,8 +151,9 @@ class StepRunner:
         blk = m.layers[u.layer]
         return blk.attention.wqkv if u.kind == "attn" else blk.feed_forward.w13
 
-    def _forward_unit(self, u: Unit, b: int, x: torch.Tensor, targets: torch.Tensor,
-                      denom: float, rope) -> _State:
+    def _forward_unit(
+        self, u: Unit, b: int, x: torch.Tensor, targets: torch.Tensor, denom: float, rope
+    ) -> _State:
         norm, core = self._norm_and_core(u)
         sync = not self.overlap
         box = GradBox(sync=sync, name=u.range_name("bwd", b))
@@ -174,7 +176,8 @@ class StepRunner:
             else:  # head: vocab-parallel logits and loss
                 logits = core(n_in).flatten(0, 1).float()  # [T, V/R]
                 out = VocabParallelCrossEntropy.apply(
-                    logits, targets.flatten(), self.vocab_start, self.comm, denom)
+                    logits, targets.flatten(), self.vocab_start, self.comm, denom
+                )
         finally:
             col.grad_box = None
         out = bwd_range_open(out, box)
@@ -188,8 +191,9 @@ class StepRunner:
         B, S = tokens.shape
         key = (S, tokens.device)
         if key not in self._rope:
-            self._rope[key] = rope_tables(model.cfg.head_dim, S, model.cfg.rope_theta,
-                                          tokens.device)
+            self._rope[key] = rope_tables(
+                model.cfg.head_dim, S, model.cfg.rope_theta, tokens.device
+            )
         rope = self._rope[key]
         denom = float(B * S)
         tok_mb, tgt_mb = tokens.chunk(N, 0), targets.chunk(N, 0)

@@ -67,7 +67,7 @@ class TokenSource:
             t = torch.randint(0, c.model.vocab_size, (c.mbs, c.seq + 1), generator=g)
         else:
             start = (step * n) % max(1, len(self.tokens) - n)
-            t = self.tokens[start:start + n].view(c.mbs, c.seq + 1)
+            t = self.tokens[start : start + n].view(c.mbs, c.seq + 1)
         t = t.to(self.device)
         return t[:, :-1], t[:, 1:]
 
@@ -94,8 +94,9 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
     comm = TPComm(comm_group, enabled=(mode != "nocomm"))
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
     splits = cfg.splits if mode == "domino" else 1
-    runner = StepRunner(model, comm, splits=splits, overlap=(mode == "domino"),
-                        graphs=cfg.cuda_graphs)
+    runner = StepRunner(
+        model, comm, splits=splits, overlap=(mode == "domino"), graphs=cfg.cuda_graphs
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, foreach=True)
     data = TokenSource(cfg, device)
     losses: list[float] = []
@@ -130,34 +131,42 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
         acts.append(torch.profiler.ProfilerActivity.CUDA)
         try:  # Stream Wait Event edges for the stream-switch analysis
             kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(
-                enable_cuda_sync_events=True)
+                enable_cuda_sync_events=True
+            )
         except (AttributeError, TypeError):
             pass
     sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
-    with torch.profiler.profile(activities=acts, schedule=sched,
-                                on_trace_ready=lambda p: _export_trace(p, trace_path),
-                                **kw) as prof:
+    with torch.profiler.profile(
+        activities=acts, schedule=sched, on_trace_ready=lambda p: _export_trace(p, trace_path), **kw
+    ) as prof:
         for _ in range(1 + cfg.profile_steps):
             one_step()
             prof.step()
     dist.barrier()
-    del opt, runner, model
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     tokens = cfg.mbs * cfg.seq
     step_ms = sorted(step_times)[len(step_times) // 2]
     tok_s = tokens / (step_ms / 1e3)
-    peak = _peak_flops(torch.cuda.get_device_name(device) if device.type == "cuda" else "",
-                       cfg.dtype)
+    peak = _peak_flops(
+        torch.cuda.get_device_name(device) if device.type == "cuda" else "", cfg.dtype
+    )
     mfu = (cfg.model.flops_per_token(cfg.seq) * tok_s / (cfg.tp * peak)) if peak else None
-    return {"trace_dir": mode, "step_ms": step_ms, "step_times_ms": step_times,
-            "tokens_per_s": tok_s, "mfu": mfu, "losses": losses,
-            "numerics": "meaningless (collectives skipped)" if mode == "nocomm" else "exact"}
+    return {
+        "trace_dir": mode,
+        "step_ms": step_ms,
+        "step_times_ms": step_times,
+        "tokens_per_s": tok_s,
+        "mfu": mfu,
+        "losses": losses,
+        "numerics": "meaningless (collectives skipped)" if mode == "nocomm" else "exact",
+    }
 
 
 def _versions(device) -> dict:
-    v = {"python": platform.python_version(), "torch": torch.__version__,
-         "platform": platform.platform()}
+    v = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
     if device.type == "cuda":
         v["cuda"] = torch.version.cuda
         try:
@@ -204,15 +213,17 @@ def worker(cfg: RunConfig, out: Path) -> int:
     if use_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s),
-                                device_id=device)
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s), device_id=device)
     else:
         device = torch.device("cpu")
         dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     if world != cfg.tp:
-        print(f"world size {world} != --tp {cfg.tp}: this reference runs one TP group "
-              f"(launch exactly tp processes)", file=sys.stderr)
+        print(
+            f"world size {world} != --tp {cfg.tp}: this reference runs one TP group "
+            f"(launch exactly tp processes)",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
     _inject_fault(rank)
@@ -220,29 +231,52 @@ def worker(cfg: RunConfig, out: Path) -> int:
     try:
         for mode in cfg.modes:
             if rank == 0:
-                print(f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
-                      f"mbs {cfg.mbs}, splits {cfg.splits if mode == 'domino' else 1}, "
-                      f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}",
-                      flush=True)
+                print(
+                    f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
+                    f"mbs {cfg.mbs}, splits {cfg.splits if mode == 'domino' else 1}, "
+                    f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}",
+                    flush=True,
+                )
             results[mode] = run_mode(cfg, mode, device=device, out=out)
+            if use_cuda:  # the mode's model and optimizer are gone: give memory back
+                torch.cuda.empty_cache()
             if rank == 0:
                 r = results[mode]
-                print(f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
-                      f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}", flush=True)
+                print(
+                    f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
+                    f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}",
+                    flush=True,
+                )
     except torch.OutOfMemoryError:
-        print(f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "
-              f"mbs {cfg.mbs}, tp {cfg.tp}, layers {cfg.model.n_layers}: reduce --mbs, --seq "
-              f"or --layers", file=sys.stderr, flush=True)
+        print(
+            f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "
+            f"mbs {cfg.mbs}, tp {cfg.tp}, layers {cfg.model.n_layers}: reduce --mbs, --seq "
+            f"or --layers",
+            file=sys.stderr,
+            flush=True,
+        )
         return EXIT_OOM
     if rank == 0:
         devices = []
         if use_cuda:
             p = torch.cuda.get_device_properties(device)
-            devices = [{"name": p.name, "memory_gb": round(p.total_memory / 2**30, 1),
-                        "count_visible": torch.cuda.device_count()}]
-        atomic_write_json(out / "ranks_result.json", {
-            "results": results, "versions": _versions(device), "devices": devices,
-            "world_size": world, "backend": backend})
+            devices = [
+                {
+                    "name": p.name,
+                    "memory_gb": round(p.total_memory / 2**30, 1),
+                    "count_visible": torch.cuda.device_count(),
+                }
+            ]
+        atomic_write_json(
+            out / "ranks_result.json",
+            {
+                "results": results,
+                "versions": _versions(device),
+                "devices": devices,
+                "world_size": world,
+                "backend": backend,
+            },
+        )
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -33,9 +33,20 @@ def reference_grads(cfg: ModelConfig, inp, tgt, *, seed: int, device, dtype) -> 
     return float(loss.detach()), {n: p.grad for n, p in ref.named_parameters()}
 
 
-def compare(cfg: ModelConfig, comm: TPComm, ref_grads: dict, inp, tgt, *, splits: int,
-            overlap: bool, seed: int, device, dtype,
-            graphs: bool = False) -> tuple[float, dict[str, float]]:
+def compare(
+    cfg: ModelConfig,
+    comm: TPComm,
+    ref_grads: dict,
+    inp,
+    tgt,
+    *,
+    splits: int,
+    overlap: bool,
+    seed: int,
+    device,
+    dtype,
+    graphs: bool = False,
+) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
     With ``graphs`` the step runs twice (capture, then replay) and the second,
     replayed step's gradients are compared."""
@@ -52,8 +63,18 @@ def compare(cfg: ModelConfig, comm: TPComm, ref_grads: dict, inp, tgt, *, splits
     return float(loss), errs
 
 
-def train_losses(cfg: ModelConfig, comm: TPComm | None, *, steps: int, mbs: int, seq: int,
-                 splits: int, overlap: bool, seed: int, lr: float = 1e-3) -> list[float]:
+def train_losses(
+    cfg: ModelConfig,
+    comm: TPComm | None,
+    *,
+    steps: int,
+    mbs: int,
+    seq: int,
+    splits: int,
+    overlap: bool,
+    seed: int,
+    lr: float = 1e-3,
+) -> list[float]:
     """Losses of ``steps`` AdamW steps: sharded (comm given) or unsharded (comm None)."""
     if comm is None:
         model = build_reference(cfg, seed=seed)

@@ -144,7 +144,7 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
             Card(
                 "speedup vs tp",
                 fmt(sp, ".3f", "×"),
-                "step time of tp / this mode",
+                "tp step time / this mode's (timed, unprofiled steps)",
                 "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else ""),
             )
         )
@@ -152,13 +152,18 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
             Card(
                 "of nocomm speed",
                 fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
-                "step time of nocomm / this mode (100 % = comm is free)",
+                "nocomm step time / this mode's (100 % = comm is free)",
             )
         )
     ranks = _get(analysis, "ranks") or []
+    where = (
+        "any other thread of the same process"
+        if _get(analysis, "mode") == "cpu"
+        else "any stream of the same device"
+    )
     cap = (
         f"{len(ranks)} rank(s), {_get(analysis, 'mode', 'gpu')} trace; "
-        "hidden = comm time covered by compute on any stream of the same device."
+        f"hidden = comm time covered by compute on {where}."
     )
     return Section("headline", title or "Headline", cap, cards)
 
@@ -375,7 +380,7 @@ def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Una
     notes = [str(n) for n in (_get(analysis, "notes") or [])]
     if isinstance(ov, dict):
         notes += [str(n) for n in ov.get("notes") or []]
-    hits = [n for n in notes if n.lower().startswith(note_prefix)]
+    hits = [n for n in notes if note_prefix in n.split(":", 1)[0].lower()]
     why = hits[0].split(":", 1)[-1].strip() if hits else ""
     if not isinstance(ov, dict):
         why = why or next((n for n in notes if "overhead" in n.lower()), "")

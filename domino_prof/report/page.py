@@ -216,6 +216,18 @@ def _source(analysis: Any) -> str:
     return str(getattr(analysis, "source", "") or "")
 
 
+def _sections(
+    analysis: Any, *, run: dict | None, mode: str | None, with_config: bool
+) -> list[F.Section]:
+    """The sections of one analysis, or one note when it could not be analysed."""
+    if isinstance(analysis, F.Unavailable):
+        secs = [F.Section("headline", "Not analysed", "", analysis)]
+        if with_config:
+            secs.append(F.configuration(None, run=run))
+        return secs
+    return F.analysis_sections(analysis, run=run, mode=mode, with_config=with_config)
+
+
 def render_report(
     analysis: Any, *, run: dict | None = None, mode: str | None = None, title: str | None = None
 ) -> str:
@@ -223,7 +235,7 @@ def render_report(
     if mode is None and run and len(run.get("modes") or {}) == 1:
         mode = next(iter(run["modes"]))
     page = _Page()
-    page.group(F.analysis_sections(analysis, run=run, mode=mode), prefix="a", heading=None)
+    page.group(_sections(analysis, run=run, mode=mode, with_config=True), prefix="a", heading=None)
     ranks = getattr(analysis, "ranks", []) or []
     sub = f"{_source(analysis)} · {len(ranks)} rank(s)" + (f" · mode {mode}" if mode else "")
     return page.render(title=title or "domino-prof overlap report", subtitle=sub)
@@ -258,7 +270,7 @@ def render_run_report(analyses: Mapping[str, Any], *, run: dict, title: str | No
     order = sorted(analyses, key=lambda m: (m != "domino", list(analyses).index(m)))
     for mode in order:
         a = analyses[mode]
-        secs = F.analysis_sections(a, run=run, mode=mode, with_config=False)
+        secs = _sections(a, run=run, mode=mode, with_config=False)
         page.group(secs, prefix=f"mode-{_slug(mode)}", heading=f"Mode: {mode}")
     page.group([F.configuration(None, run=run)], prefix="config", heading="Run configuration")
     sub = " · ".join([", ".join(order), *_run_facts(run)])
