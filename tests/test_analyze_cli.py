@@ -209,3 +209,15 @@ def test_many_ranks_show_the_worst(tmp_path):
     assert "the 3 with the most exposed comm (of 10" in r.stdout
     assert "Top 3 exposed (rank, op name) pairs" in r.stdout
     assert "fwd.op_0" in r.stdout and "fwd.op_9" not in r.stdout
+
+
+def test_cpu_trace_without_collectives_says_there_is_no_comm(tmp_path):
+    """A CPU gloo run with collectives skipped (`run --mode nocomm`) has cpu_ops only."""
+    b = TraceBuilder(rank=0, world_size=2, backend="gloo")
+    b.step(1, 0, 100)
+    b.cpu("aten::mm", 10, 50)
+    path = b.write(tmp_path / "rank0.json")
+    res = invoke(path)
+    assert res.exit_code == 2
+    assert "CPU (gloo) trace without any gloo:* collective" in res.stderr
+    assert "rank0.json" in res.stderr

@@ -267,6 +267,13 @@ def classify(trace: Trace, config: AnalysisConfig) -> Classified:
     is_gloo = match_names(ev["name"], _GLOO)
     if is_gloo.any():
         return _classify_cpu(ev, is_gloo)
+    if any(m.backend == "gloo" for m in trace.ranks.values()):
+        # e.g. `domino-prof run --device cpu --mode nocomm`: CPU work, no collective
+        raise TraceError(
+            trace.source or "trace",
+            "CPU (gloo) trace without any gloo:* collective: there is no comm to overlap",
+            "profile a step that communicates (a nocomm run has none by design)",
+        )
     raise TraceError(
         trace.source or "trace",
         "no device activity (kernels/memcpy) or gloo events",
