@@ -21,8 +21,8 @@ cores and by the memory a file needs (estimated from its size); the parent
 only concatenates compact numpy columns. A big file (>= 16 MB) is decoded in
 ~16 MB chunks cut at event boundaries of its ``traceEvents`` array, from a
 copy-on-write mmap, so only one chunk's structs are alive at a time (peak
-memory ~ file + one chunk + columns); with idle cores (>= 64 MB files) the
-chunks are spread over forked processes. See ``_parse_in_chunks``; any doubt
+memory ~ one chunk + columns); ``workers=N`` spreads the chunks of one file
+over N forked processes. See ``_parse_in_chunks``; any doubt
 about a split and the file is decoded whole instead.
 
 Timestamps: absolute ns = ``baseTimeNanoseconds`` + round(ts_us * 1000); traces
@@ -129,7 +129,6 @@ _TRACE_SUFFIXES = (".json", ".json.gz")
 _NOT_TRACES = {"run.json", "analysis.json"}
 _PROGRESS_BYTES = 50 * 1024 * 1024
 _POOL_BYTES = 32 * 1024 * 1024  # below this, a pool costs more than it saves
-_CHUNK_BYTES = 64 * 1024 * 1024  # one file this big is split across cores
 
 _INT_ARG_FIELDS = (
     "correlation", "external_id", "stream", "device", "wait_on_stream", "wait_on_corr",
@@ -881,20 +880,14 @@ def _cores() -> int:
 
 
 def _plan_chunks(size: int, workers: int | None) -> int:
-    """Processes for one file: its events array is split among them.
+    """Processes for one file (its events array is split among them).
 
-    Auto: only for big files, and only onto cores that are idle (the 1-minute
-    load average): on a busy machine the split costs more than it saves."""
-    if workers is not None:
-        return max(1, workers)
-    if size < _CHUNK_BYTES:
-        return 1
-    cores = _cores()
-    try:
-        busy = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        busy = 0.0
-    return max(1, min(cores, int(cores - busy + 1.5)))
+    Auto is 1: measured on 2 shared cores, forked chunk workers cost more CPU
+    (each result is pickled back) and about twice the peak memory of one
+    process streaming the chunks, for a wall-time gain that only shows on idle
+    cores. ``workers=N`` asks for the split explicitly."""
+    del size
+    return 1 if workers is None else max(1, workers)
 
 
 def _plan_workers(sizes: list[int], workers: int | None) -> int:
@@ -1042,7 +1035,8 @@ def load_trace(
     wins when present; a different value is an error). ``skip_bad``: in a
     directory, skip files that cannot be loaded (listed in ``Trace.skipped``) as
     long as one loads. ``workers``: processes for parsing rank files (None: auto,
-    bounded by cores and memory; 1: in-process). ``progress``: a progress bar on
+    bounded by cores and memory; 1: in-process); for a single file, N > 1
+    splits its events over N forked processes (auto: one process). ``progress``: a progress bar on
     stderr (None: only for loads over 50 MB on a terminal).
     """
     p = Path(path)
