@@ -21,4 +21,5 @@ domino-prof check tests/data/h200_llama3_3b_2layers_tp2 --mode domino \
   --junit test-artifacts/overlap-gpu.xml
 cpu_run="$(mktemp -d)/cpu-run"
 domino-prof run --device cpu --tp 2 --out "$cpu_run" --no-analyze
-domino-prof check "$cpu_run" --min-hidden 10 --junit test-artifacts/overlap-cpu.xml
+# CPU domino hides 14–35 % per rank (tp: 0 %); 5 % flags "overlap gone" without flaking
+domino-prof check "$cpu_run" --min-hidden 5 --junit test-artifacts/overlap-cpu.xml

@@ -114,40 +114,30 @@ class GradBox:
         return dx
 
 
-class _BwdRangeOpen(torch.autograd.Function):
-    """Identity; its backward opens ``box.name`` (the first node of a piece's backward)."""
+class _BwdRangeMark(torch.autograd.Function):
+    """Identity; its backward opens (``opening``) or closes ``box``'s profiler range.
+    Placed at a piece's output it runs first in backward; at its input, last."""
 
     @staticmethod
-    def forward(ctx, x, box: GradBox):
-        ctx.box = box
+    def forward(ctx, x, box: GradBox, opening: bool):
+        ctx.box, ctx.opening = box, opening
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, g):
-        ctx.box.open_range()
-        return g, None
-
-
-class _BwdRangeClose(torch.autograd.Function):
-    """Identity; its backward closes the range (the last node of a piece's backward)."""
-
-    @staticmethod
-    def forward(ctx, x, box: GradBox):
-        ctx.box = box
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        ctx.box.close_range()
-        return g, None
+        if ctx.opening:
+            ctx.box.open_range()
+        else:
+            ctx.box.close_range()
+        return g, None, None
 
 
 def bwd_range_open(x: torch.Tensor, box: GradBox) -> torch.Tensor:
-    return _BwdRangeOpen.apply(x, box)
+    return _BwdRangeMark.apply(x, box, True)
 
 
 def bwd_range_close(x: torch.Tensor, box: GradBox) -> torch.Tensor:
-    return _BwdRangeClose.apply(x, box)
+    return _BwdRangeMark.apply(x, box, False)
 
 
 class ColumnParallelFn(torch.autograd.Function):
