@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-# torch: the CPU build (a plain `torch` requirement would pull a multi-GB CUDA build).
-"$PY" -m pip install -q -e '.[model,test,hta]' 'torch==2.13.0' \
-  --extra-index-url https://download.pytorch.org/whl/cpu
+# torch pinned: on the project machines 2.13.0 is the CPU wheel on disk (find-links);
+# elsewhere export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu first.
+"$PY" -m pip install -q -e '.[model,test,hta]' 'torch==2.13.0'
 # a real headless browser for the report tests
 if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null
