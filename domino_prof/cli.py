@@ -10,24 +10,29 @@ import importlib
 import sys
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
-try:  # typer >= 0.2x vendors click as typer._click and raises its exception classes
+# typer >= 0.2x vendors click as typer._click (and need not install click at all);
+# older typer raises click's own exception classes. Catch whichever exist.
+try:
+    from click import exceptions as _cx
+except ImportError:  # typer without click installed
+    _cx = None
+try:
     from typer._click import exceptions as _tx
-except ImportError:  # pragma: no cover - older typer raises click's own
-    _tx = click.exceptions
-_cx = click.exceptions
+except ImportError:  # pragma: no cover - older typer
+    _tx = None
 
 
 def _both(name: str) -> tuple[type, ...]:
-    return tuple({getattr(m, name) for m in (_tx, _cx) if hasattr(m, name)})
+    return tuple({getattr(m, name) for m in (_tx, _cx) if m is not None and hasattr(m, name)})
 
 
 _NO_ARGS_HELP = _both("NoArgsIsHelpError")
 _CLICK_ERROR = _both("ClickException")
 _USAGE_ERROR = _both("UsageError")
+_ABORT = (typer.Abort, *_both("Abort"))
 
 
 def _usage_line(e: Exception) -> str:
@@ -46,7 +51,7 @@ class _OneLineErrors(TyperGroup):
     ``typer.testing.CliRunner().invoke(app, ...)`` behave the same.
     """
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx) -> Any:
         super().invoke(ctx)  # a command's return value is not an exit code
         return None
 
@@ -62,7 +67,7 @@ class _OneLineErrors(TyperGroup):
         except _CLICK_ERROR as e:  # UsageError, BadParameter, NoSuchOption, ...
             print(_usage_line(e), file=sys.stderr)
             sys.exit(2 if isinstance(e, _USAGE_ERROR) else e.exit_code)
-        except (typer.Abort, click.Abort):
+        except _ABORT:
             print("domino-prof: error: aborted", file=sys.stderr)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

@@ -767,3 +767,22 @@ def test_wrong_type_then_broken_json_is_still_a_clean_error(tmp_path):
     p.write_text('{"traceEvents": [{"ph": "X", "ts": [1]}, {"ph": "X", "ts": 2,,}]}')
     with pytest.raises(TraceError, match=r"rank0\.json: invalid JSON at byte 61 \(line 1\)"):
         load_trace(p)
+
+
+def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkeypatch):
+    # the first '"traceEvents": [' is inside another key: the chunk path must not
+    # take it for the real array (it falls back to a whole decode)
+    from domino_prof.trace import loader
+
+    monkeypatch.setattr(loader, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(loader, "_CHUNK_TARGET", 50)
+    p = tmp_path / "rank0.json"
+    p.write_text(
+        '{"meta": {"traceEvents": [' + _x("decoy", "1") + "]}, "
+        '"distributedInfo": {"rank": 0}, "traceEvents": ['
+        + ", ".join(_x(f"e{i}", str(10 + i)) for i in range(5))
+        + "]}"
+    )
+    assert loader._parse_in_chunks(str(p), None, 1) is None
+    t = load_trace(p)
+    assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]

@@ -612,8 +612,11 @@ _SHARED: Any = None  # the buffer, inherited by forked chunk workers
 def _events_span(data) -> tuple[int, int] | None:
     """(start, end) of the traceEvents array's contents: data[start] == '{',
     data[end - 1] == '}'; None when the layout is not the plain Kineto one."""
+    # The first match is a real key ('"' is escaped inside strings); were it a
+    # nested one, the top-level decode of head + tail fails and we fall back.
+    # (No scan for a second match: on a mmap it would page in the whole file.)
     m = _EVENTS_KEY.search(data)
-    if m is None or data.find(b'"traceEvents"', m.end()) != -1:
+    if m is None:
         return None
     start = m.end()
     while start < len(data) and data[start] in b" \t\r\n":
