@@ -14,7 +14,9 @@ cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu
 name                category  event name
 pid                 int64     process id; string pids ("Spans") are interned as negative
                               ids, their labels in ``RankMeta.pid_labels``
-tid                 int64     thread id (CPU) or stream (device events); may be negative
+tid                 int64     thread id (CPU) or stream (device events); may be negative;
+                              string tids are interned below every real id, their text
+                              becoming the thread name
 ts                  int64     absolute start, nanoseconds: baseTimeNanoseconds + ts_us*1000
                               (never rounded to whole microseconds)
 dur                 int64     duration in ns; 0 when the event has no ``dur``
