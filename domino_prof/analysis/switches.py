@@ -234,34 +234,31 @@ def _interval_table(intervals: pd.DataFrame) -> pd.DataFrame:
     return iv
 
 
-def _join_producer(edges: pd.DataFrame, iv: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Last interval (by launch start) launched strictly before ``record_start``."""
+def _join_launch(
+    edges: pd.DataFrame, iv: pd.DataFrame, by: list[str], *, on: str, out: str, direction: str
+) -> pd.DataFrame:
+    """Per edge, the row of the interval launched last strictly before (``backward``) or
+    first strictly after (``forward``) the edge's ``on`` time, within the ``by`` keys,
+    as column ``out`` (-1: none)."""
     launched = iv.loc[iv["launch_start"] >= 0]
     right = launched[by + ["launch_start", "_row"]].rename(
-        columns={"launch_start": "record_start", "_row": "producer"}
+        columns={"launch_start": on, "_row": out}
     )
-    right = right.sort_values("record_start", kind="stable")
-    left = edges.sort_values("record_start", kind="stable")
-    m = pd.merge_asof(
-        left, right, on="record_start", by=by, direction="backward", allow_exact_matches=False
-    )
-    m["producer"] = m["producer"].fillna(-1).astype(np.int64)
+    right = right.sort_values(on, kind="stable")
+    left = edges.sort_values(on, kind="stable")
+    m = pd.merge_asof(left, right, on=on, by=by, direction=direction, allow_exact_matches=False)
+    m[out] = m[out].fillna(-1).astype(np.int64)
     return m
+
+
+def _join_producer(edges: pd.DataFrame, iv: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Last interval (by launch start) launched strictly before ``record_start``."""
+    return _join_launch(edges, iv, by, on="record_start", out="producer", direction="backward")
 
 
 def _join_consumer(edges: pd.DataFrame, iv: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """First interval (by launch start) launched strictly after ``wait_start``."""
-    launched = iv.loc[iv["launch_start"] >= 0]
-    right = launched[by + ["launch_start", "_row"]].rename(
-        columns={"launch_start": "wait_start", "_row": "consumer"}
-    )
-    right = right.sort_values("wait_start", kind="stable")
-    left = edges.sort_values("wait_start", kind="stable")
-    m = pd.merge_asof(
-        left, right, on="wait_start", by=by, direction="forward", allow_exact_matches=False
-    )
-    m["consumer"] = m["consumer"].fillna(-1).astype(np.int64)
-    return m
+    return _join_launch(edges, iv, by, on="wait_start", out="consumer", direction="forward")
 
 
 def _last_record_on_thread(e: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
