@@ -122,8 +122,7 @@ def register(app: typer.Typer) -> None:
             "node without plotly) and print its table.",
         ),
     ) -> None:
-        """Train the reference TP Llama a few steps per mode, profiled; write traces,
-        run.json, analysis and report into a run directory."""
+        """Train the reference TP Llama a few profiled steps per mode; write a run dir."""
         from domino_prof.reference_model import launcher
 
         if reanalyze is not None:
