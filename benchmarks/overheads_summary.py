@@ -15,15 +15,24 @@ ROWS = [
     ("hidden %", lambda a, o: a["totals"]["hidden_pct"]),
     ("exposed comm ms/step", lambda a, o: a["totals"]["exposed_ms_per_step"]),
     ("stream-switch edges", lambda a, o: o["stream_switches"]["n_edges"]),
-    ("  of them inferred / unresolved", lambda a, o: f"{o['stream_switches']['n_inferred']} / "
-     f"{o['stream_switches']['n_unresolved']}"),
-    ("switch idle (switch_gap) ms/step", lambda a, o: o["stream_switches"]["switch_gap_ms_per_step"]),
+    (
+        "  of them inferred / unresolved",
+        lambda a, o: (
+            f"{o['stream_switches']['n_inferred']} / {o['stream_switches']['n_unresolved']}"
+        ),
+    ),
+    (
+        "switch idle (switch_gap) ms/step",
+        lambda a, o: o["stream_switches"]["switch_gap_ms_per_step"],
+    ),
     ("switch_cpu ms/step", lambda a, o: o["stream_switches"]["switch_cpu_ms_per_step"]),
     ("blocking host syncs ms/step", lambda a, o: o["stream_switches"]["blocking_sync_ms_per_step"]),
     ("launch calls", lambda a, o: o["launches"]["n_launched"]),
     ("launch host time ms/step", lambda a, o: o["launches"]["launch_cpu_ms_per_step"]),
-    ("device idle waiting for the host ms/step",
-     lambda a, o: o["launches"]["host_bound_device_idle_ms_per_step"]),
+    (
+        "device idle waiting for the host ms/step",
+        lambda a, o: o["launches"]["host_bound_device_idle_ms_per_step"],
+    ),
     ("tiny-kernel share", lambda a, o: o["launches"]["tiny_share"]),
     ("CUDA-graph candidate runs", lambda a, o: o["launches"]["n_graph_candidates"]),
     ("cross-rank arrival skew ms/step", lambda a, o: o["across_ranks"]["skew_ms_per_step"]),

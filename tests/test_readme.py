@@ -48,6 +48,12 @@ def test_readme_analysis_examples_run(tmp_path):
             assert "min-hidden" in res.output
         else:
             assert res.exit_code == 0, (cmd, res.output)
-    for out in ("analysis.json", "report.html", "my-run.html", "diff.html", "baseline.json",
-                "gate.xml"):
+    for out in (
+        "analysis.json",
+        "report.html",
+        "my-run.html",
+        "diff.html",
+        "baseline.json",
+        "gate.xml",
+    ):
         assert (tmp_path / out).stat().st_size > 0, out
