@@ -10,6 +10,7 @@ to pick this process's GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -238,8 +239,9 @@ def worker(cfg: RunConfig, out: Path) -> int:
                     flush=True,
                 )
             results[mode] = run_mode(cfg, mode, device=device, out=out)
-            if use_cuda:  # the mode's model and optimizer are gone: give memory back
-                torch.cuda.empty_cache()
+            if use_cuda:  # the mode's model, optimizer and graphs are garbage now:
+                gc.collect()  # free their reference cycles (autograd ctx, graph pools)
+                torch.cuda.empty_cache()  # and give the memory back before the next mode
             if rank == 0:
                 r = results[mode]
                 print(
