@@ -5,6 +5,7 @@ Rendering only: every number comes from the overheads dict; nothing is computed 
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
@@ -29,27 +30,31 @@ def format_where(where: dict | None) -> str:
 
 
 def findings_table(overheads: dict) -> Table:
-    """Severity, the number, where, the suggested fix and the estimated gain per step."""
-    table = Table(title="Findings (overheads beyond overlap)", show_lines=False)
+    """Severity, the number, where, the suggested fix and the estimated gain per step.
+
+    Where and fix sit under each finding's title (dim), so the table stays readable in
+    an 80-column terminal instead of squeezing five text columns side by side."""
+    table = Table(title="Findings (overheads beyond overlap)", show_lines=True)
     table.add_column("#", justify="right")
-    table.add_column("severity")
-    table.add_column("finding", ratio=2)
+    table.add_column("sev.")
+    table.add_column("finding · where · fix", ratio=1, min_width=30)
     table.add_column("value", justify="right", no_wrap=True)
-    table.add_column("where", ratio=2)
-    table.add_column("fix", ratio=4)
-    table.add_column("gain ms/step", justify="right", no_wrap=True)
+    table.add_column("gain\nms/step", justify="right", no_wrap=True)
     findings = (overheads or {}).get("findings") or []
     for i, f in enumerate(findings, 1):
         sev = f.get("severity", "low")
+        text = (
+            f"[bold]{escape(f.get('title', ''))}[/]\n"
+            f"[dim]{escape(format_where(f.get('where')))}[/]\n"
+            f"fix: {escape(f.get('fix', ''))}"
+        )
         table.add_row(
             str(i),
             f"[{_STYLE.get(sev, '')}]{sev}[/]",
-            f.get("title", ""),
+            text,
             _fmt_num(f.get("value"), f.get("unit", "")),
-            format_where(f.get("where")),
-            f.get("fix", ""),
             _fmt_num(f.get("est_gain_ms_per_step")),
         )
     if not findings:
-        table.add_row("", "", "no overhead above its threshold", "", "", "", "")
+        table.add_row("", "", "no overhead above its threshold", "", "")
     return table
