@@ -160,3 +160,20 @@ def test_ctrl_c_ends_every_rank(tmp_path):
     assert "interrupted" in err and "Traceback" not in err
     assert _leftover_ranks(out) == []
     assert not (out / "run.json").exists()
+
+
+def test_under_torchrun_rank0_assembles_the_run(tmp_path):
+    """`torchrun ... -m domino_prof.cli run`: every process runs the worker in place
+    (rank from torch.distributed), rank 0 writes run.json and the analysis."""
+    out = tmp_path / "tr"
+    p = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "-m", "domino_prof.cli", "run", "--tp", "2", "--device", "cpu", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["backend"] == "gloo" and run["config"]["tp"] == 2
+    assert sorted(x.name for x in (out / "domino").glob("rank*.pt.trace.json.gz")) == [
+        "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]  # fmt: skip
+    assert (out / "domino" / "analysis.json").exists()
