@@ -786,3 +786,18 @@ def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkey
     assert loader._parse_in_chunks(str(p), None, 1) is None
     t = load_trace(p)
     assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]
+
+
+def test_other_json_beside_kineto_files_is_named_not_silently_dropped(tmp_path):
+    from tracegen import TraceBuilder
+
+    from domino_prof.trace import load_trace
+
+    TraceBuilder(rank=0, world_size=1).write(tmp_path / "rank0.pt.trace.json")
+    (tmp_path / "notes.json").write_text("{}")
+    (tmp_path / "run.json").write_text("{}")  # our own output: not a trace, not reported
+    t = load_trace(tmp_path, progress=False)
+    assert t.rank_ids == [0]
+    assert t.skipped == [
+        (str(tmp_path / "notes.json"),
+         "not read: only *.pt.trace.json(.gz) files are taken when any exist")]  # fmt: skip

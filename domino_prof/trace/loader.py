@@ -126,7 +126,7 @@ _EXACT_TS_LIMIT_US = float(2**43)
 _RANK_IN_NAME = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?!\d)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
 # domino-prof's own outputs that live beside traces in a run directory.
-_NOT_TRACES = {"run.json", "analysis.json"}
+_NOT_TRACES = {"run.json", "analysis.json", "config.json"}  # domino-prof run outputs
 _PROGRESS_BYTES = 50 * 1024 * 1024
 _POOL_BYTES = 32 * 1024 * 1024  # below this, a pool costs more than it saves
 
@@ -843,6 +843,16 @@ def find_trace_files(directory: str | os.PathLike) -> list[Path]:
     return kineto or found
 
 
+def _ignored_beside(directory: Path, taken: list[Path]) -> list[Path]:
+    """JSON files under ``directory`` that :func:`find_trace_files` passed over."""
+    chosen = set(taken)
+    return sorted(
+        q
+        for q in directory.rglob("*")
+        if _is_trace_name(q.name) and q.is_file() and q not in chosen
+    )
+
+
 def _uncompressed_size(path: Path) -> int:
     """File size, or for gzip the size stored in its trailer (mod 4 GiB)."""
     try:
@@ -1086,6 +1096,11 @@ def load_trace(
             f"no loadable trace file ({len(skipped)} bad; first: {first[0]}: {first[1]})",
             "fix or re-export the traces",
         )
+    if is_dir:  # other JSON files beside Kineto-named ones are not read: say so, not silently
+        skipped += [
+            (str(q), "not read: only *.pt.trace.json(.gz) files are taken when any exist")
+            for q in _ignored_beside(p, files)
+        ]
     by_rank: dict[int, _Parsed] = {}
     for r in good:
         other = by_rank.get(r.meta.rank)
