@@ -6,12 +6,13 @@ itself here; heavy libraries are imported inside the command bodies.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
+
+from domino_prof.commands import analyze, check, report, run
 
 # typer >= 0.2x vendors click as typer._click (and need not install click at all);
 # older typer raises click's own exception classes. Catch whichever exist.
@@ -83,14 +84,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Modules are registered if present, so the CLI grows as features land.
-for _name in ("run", "analyze", "report", "check"):
-    try:
-        _mod = importlib.import_module(f"domino_prof.commands.{_name}")
-    except ModuleNotFoundError as _e:  # pragma: no cover - only while developing
-        if _e.name != f"domino_prof.commands.{_name}":
-            raise
-        continue
+for _mod in (run, analyze, report, check):
     _mod.register(app)
 
 

@@ -13,8 +13,6 @@ overheads analysis (``analysis.overheads``, when present).
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pandas as pd
 
@@ -219,14 +217,10 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     return a
 
 
-def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict | None:
-    try:
-        mod = importlib.import_module("domino_prof.analysis.overheads")
-    except ModuleNotFoundError as e:
-        if e.name != "domino_prof.analysis.overheads":
-            raise
-        a.notes.append("overheads analysis not available (domino_prof.analysis.overheads)")
-        return None
-    out = mod.analyze_overheads(trace, a.intervals, config)
+def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict:
+    # imported here: overheads builds on classify, which this module's package imports
+    from domino_prof.analysis.overheads import analyze_overheads
+
+    out = analyze_overheads(trace, a.intervals, config)
     a.notes.extend(out.get("notes", []))  # what the overheads could not compute, and why
     return out

@@ -46,13 +46,9 @@ def parse_thresholds(items: list[str] | None) -> dict[str, float]:
             raise ConfigError(
                 f"--threshold {item!r}: {value!r} is not a number; give KEY=NUMBER"
             ) from None
-    try:
-        overheads = importlib.import_module("domino_prof.analysis.overheads")
-    except ModuleNotFoundError as e:
-        if e.name != "domino_prof.analysis.overheads":
-            raise
-        return out
-    overheads.resolve_thresholds(out)  # fail before a long load on a bad key or value
+    from domino_prof.analysis.overheads import resolve_thresholds
+
+    resolve_thresholds(out)  # fail before a long load on a bad key or value
     return out
 
 
@@ -195,13 +191,9 @@ def by_table(a, by: By):
 def findings_renderable(overheads: dict | None):
     if not overheads or not overheads.get("findings"):
         return None
-    try:
-        mod = importlib.import_module("domino_prof.commands._findings")
-    except ModuleNotFoundError as e:
-        if e.name != "domino_prof.commands._findings":
-            raise
-        return None
-    return mod.findings_table(overheads)
+    from domino_prof.commands._findings import findings_table
+
+    return findings_table(overheads)
 
 
 def print_summary(a, *, by: By | None, top: int, console=None) -> None:
