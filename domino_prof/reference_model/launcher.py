@@ -173,12 +173,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "modes": res["results"],
         "notes": [],
     }
-    analyses = {}
-    if analyze:
-        analyses = _analyze_modes(out, run)
-    run["comparison"] = comparison_rows(run["modes"])
-    _write_report(out, run, analyses)
-    atomic_write_json(out / "run.json", run)
+    _analyse_and_write(out, run, analyze=analyze)
     res_path.unlink()
     return run
 
@@ -193,14 +188,22 @@ def refresh(out: Path) -> dict:
             f"{out}: no run.json here; point at a directory written by `domino-prof run`"
         )
     run = json.loads(run_path.read_text())
+    # drop the previous analysis's notes (also the per-mode "<mode>: traces not analysed")
     run["notes"] = [
-        n for n in run.get("notes", []) if not n.startswith(("traces not", "no report"))
-    ]
-    analyses = _analyze_modes(out, run)
+        n for n in run.get("notes", [])
+        if "traces not analysed" not in n and not n.startswith("no report")
+    ]  # fmt: skip
+    _analyse_and_write(out, run, analyze=True)
+    return run
+
+
+def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
+    """analysis.json per mode (if ``analyze``), the comparison table, report.html and
+    run.json — run.json last, so a run directory with run.json is complete."""
+    analyses = _analyze_modes(out, run) if analyze else {}
     run["comparison"] = comparison_rows(run["modes"])
     _write_report(out, run, analyses)
-    atomic_write_json(run_path, run)
-    return run
+    atomic_write_json(out / "run.json", run)
 
 
 def _write_report(out: Path, run: dict, analyses: dict) -> None:
