@@ -65,37 +65,49 @@ def run(rank: int, world: int, port: int, out: str) -> None:
     # reference in fp32 (the truth), schedules in bf16 and in fp32
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=seed, device=dev, dtype=torch.float32)
     res["reference_loss_fp32"] = ref_loss
+    variants = [  # (name, splits, overlap, sp, graphs, compile)
+        ("tp", 1, False, False, False, False),
+        ("domino", 2, True, False, False, False),
+        ("domino", 4, True, False, False, False),
+        ("sp", 1, False, True, False, False),
+        ("domino-sp", 2, True, True, False, False),
+        ("tp", 1, False, False, True, False),
+        ("domino", 2, True, False, True, False),
+        ("domino-sp", 2, True, True, True, False),
+        ("domino", 2, True, False, False, True),
+        ("domino", 2, True, False, True, True),
+    ]
     for dtype in (torch.float32, torch.bfloat16):
-        for splits, overlap, graphs in (
-            (1, False, False),
-            (2, True, False),
-            (4, True, False),
-            (1, False, True),
-            (2, True, True),
-        ):
-            comm = TPComm()
-            loss, errs = compare(
-                cfg,
-                comm,
-                ref,
-                inp,
-                tgt,
-                splits=splits,
-                overlap=overlap,
-                seed=seed,
-                device=dev,
-                dtype=dtype,
-                graphs=graphs,
-            )
+        for name, splits, overlap, sp, graphs, comp in variants:
             key = (
-                f"{'domino' if overlap else 'tp'}_splits{splits}_{str(dtype)[6:]}"
-                f"{'_cudagraphs' if graphs else ''}"
+                f"{name}_splits{splits}_{str(dtype)[6:]}"
+                f"{'_cudagraphs' if graphs else ''}{'_compile' if comp else ''}"
             )
-            res[key] = {
-                "loss": loss,
-                "max_rel_err": max(errs.values()),
-                "worst_param": max(errs, key=errs.get),
-            }
+            try:
+                loss, errs = compare(
+                    cfg,
+                    TPComm(),
+                    ref,
+                    inp,
+                    tgt,
+                    splits=splits,
+                    overlap=overlap,
+                    seed=seed,
+                    device=dev,
+                    dtype=dtype,
+                    graphs=graphs,
+                    sp=sp,
+                    compile=comp,
+                )
+                res[key] = {
+                    "loss": loss,
+                    "max_rel_err": max(errs.values()),
+                    "worst_param": max(errs, key=errs.get),
+                }
+            except Exception as e:  # noqa: BLE001 - a check script: record, go on
+                res[key] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            if rank == 0:
+                print(key, res[key], flush=True)
             torch.cuda.empty_cache()
     del ref
     torch.cuda.empty_cache()
@@ -113,7 +125,8 @@ def run(rank: int, world: int, port: int, out: str) -> None:
         runner.step(inp, tgt)
         torch.cuda.synchronize()
     p.export_chrome_trace(str(path))
-    res["concurrency"] = concurrency_from_trace(path)
+    if world > 1:
+        res["concurrency"] = concurrency_from_trace(path)
     path.unlink()
     if rank == 0:
         Path(out, "gpu_verify.json").write_text(json.dumps(res, indent=2))

@@ -84,12 +84,13 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
-    assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino"]
-    for mode in ("tp", "domino"):
+    assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino", "sp", "domino-sp"]
+    for mode in ("tp", "domino", "sp", "domino-sp"):
         assert len(list((out / mode).glob("rank*.pt.trace.json.gz"))) == 8
-    # same data, same weights: tp and domino agree on every loss (fp32, CPU)
-    for a, b in zip(run["modes"]["tp"]["losses"], run["modes"]["domino"]["losses"]):
-        assert a == pytest.approx(b, rel=1e-5)
+    # same data, same weights: every exact mode agrees with tp on every loss (fp32, CPU)
+    for mode in ("domino", "sp", "domino-sp"):
+        for a, b in zip(run["modes"]["tp"]["losses"], run["modes"][mode]["losses"]):
+            assert a == pytest.approx(b, rel=1e-5), mode
     assert run["comparison"][0]["speedup_vs_tp"] == 1.0
 
 

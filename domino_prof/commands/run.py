@@ -18,6 +18,8 @@ class Mode(str, Enum):
     domino = "domino"
     tp = "tp"
     nocomm = "nocomm"
+    sp = "sp"
+    domino_sp = "domino-sp"
     all = "all"
 
 
@@ -53,26 +55,26 @@ def print_comparison(run: dict) -> None:
         title=f"{run['config']['model']['name']}  tp {run['config']['tp']}  "
         f"seq {run['config']['seq']}  mbs {run['config']['mbs']}"
     )
-    for col in (
-        "mode",
-        "step ms",
-        "tokens/s",
-        "MFU",
-        "hidden %",
-        "speedup vs tp",
-        "frac of nocomm",
-    ):
+    rows = run["comparison"]
+    mem = any(r.get("peak_mem_gb") is not None for r in rows)  # CUDA runs only
+    mfu = any(r.get("mfu") is not None for r in rows)
+    cols = ["mode", "step ms", "issue ms"] + (["peak GB"] if mem else []) + ["tokens/s"]
+    cols += (["MFU"] if mfu else []) + ["hidden %", "speedup vs tp", "frac of nocomm"]
+    for col in cols:
         t.add_column(col, justify="left" if col == "mode" else "right")
-    for r in run["comparison"]:
-        t.add_row(
-            r["mode"],
-            f(r["step_ms"], ".2f"),
-            f(r["tokens_per_s"], ",.0f"),
-            f(r["mfu"] and 100 * r["mfu"], ".1f"),
+    for r in rows:
+        cells = [r["mode"], f(r["step_ms"], ".2f"), f(r.get("issue_ms"), ".2f")]
+        if mem:
+            cells.append(f(r.get("peak_mem_gb"), ".1f"))
+        cells.append(f(r["tokens_per_s"], ",.0f"))
+        if mfu:
+            cells.append(f(r["mfu"] and 100 * r["mfu"], ".1f"))
+        cells += [
             f(r["hidden_pct"], ".1f"),
             f(r["speedup_vs_tp"], ".3f"),
             f(r["frac_of_nocomm"], ".3f"),
-        )
+        ]
+        t.add_row(*cells)
     Console().print(t)
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(
@@ -92,7 +94,8 @@ def register(app: typer.Typer) -> None:
             help="tiny, llama3-1b, llama3-3b, llama3-8b (auto: tiny on CPU, llama3-3b on CUDA).",
         ),
         mode: Mode = typer.Option(
-            Mode.domino, help="domino, tp, nocomm, or all (back to back on one process group)."
+            Mode.domino,
+            help="domino, tp, nocomm, sp, domino-sp, or all (back to back, one process group).",
         ),
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
         mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
@@ -111,8 +114,12 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(1234),
         cuda_graphs: bool = typer.Option(
             False,
-            help="Replay each sub-layer core as a CUDA "
-            "graph (cuts host launch overhead; CUDA only).",
+            help="Replay every schedule segment as a CUDA graph (one shared memory pool; "
+            "CUDA only).",
+        ),
+        compile: bool = typer.Option(False, help="torch.compile every schedule segment."),
+        high_priority_comm: bool = typer.Option(
+            False, help="Run NCCL collectives on a high-priority CUDA stream."
         ),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
         reanalyze: Path = typer.Option(
@@ -147,7 +154,9 @@ def register(app: typer.Typer) -> None:
         mcfg = preset(name, layers=layers or None)
         if data is not None and not data.is_file():
             raise ConfigError(f"--data {data}: no such file")
-        modes = ("tp", "nocomm", "domino") if mode is Mode.all else (mode.value,)
+        from domino_prof.reference_model.config import MODES
+
+        modes = MODES if mode is Mode.all else (mode.value,)
         cfg = RunConfig(
             model=mcfg,
             tp=tp,
@@ -164,6 +173,8 @@ def register(app: typer.Typer) -> None:
             data=str(data) if data else None,
             timeout_s=timeout,
             cuda_graphs=cuda_graphs,
+            compile=compile,
+            high_priority_comm=high_priority_comm,
         ).validate()
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"

@@ -88,7 +88,9 @@ def llama3_8b() -> ModelConfig:
 
 
 PRESETS = {"tiny": tiny, "llama3-1b": llama3_1b, "llama3-3b": llama3_3b, "llama3-8b": llama3_8b}
-MODES = ("domino", "tp", "nocomm")
+MODES = ("tp", "nocomm", "domino", "sp", "domino-sp")  # `--mode all` runs them in this order
+SP_MODES = ("sp", "domino-sp")  # sequence parallelism (reduce-scatter / all-gather)
+OVERLAP_MODES = ("domino", "domino-sp")  # micro-batched, async collectives
 
 
 def preset(name: str, *, layers: int | None = None) -> ModelConfig:
@@ -122,6 +124,8 @@ class RunConfig:
     data: str | None = None
     timeout_s: float = 900.0
     cuda_graphs: bool = False
+    compile: bool = False  # torch.compile every schedule segment
+    high_priority_comm: bool = False  # NCCL collectives on a high-priority CUDA stream
 
     def validate(self) -> RunConfig:
         m = self.model
@@ -140,8 +144,11 @@ class RunConfig:
                 )
         if self.splits < 1:
             raise ConfigError(f"--splits must be >= 1, got {self.splits}")
-        if "domino" in self.modes and self.splits < 2:
-            raise ConfigError("--splits must be >= 2 for domino (1 micro-batch cannot overlap)")
+        for mode in self.modes:
+            if mode in OVERLAP_MODES and self.splits < 2:
+                raise ConfigError(
+                    f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap)"
+                )
         if self.mbs % self.splits:
             raise ConfigError(
                 f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
@@ -151,11 +158,19 @@ class RunConfig:
             raise ConfigError(f"--seq must be >= 2, got {self.seq}")
         for mode in self.modes:
             if mode not in MODES:
-                raise ConfigError(f"unknown mode {mode!r}; choose domino, tp, nocomm or all")
+                raise ConfigError(f"unknown mode {mode!r}; choose {', '.join(MODES)} or all")
+        if any(m in SP_MODES for m in self.modes) and self.seq % self.tp:
+            raise ConfigError(
+                f"--seq {self.seq} is not divisible by --tp {self.tp}: sequence parallelism "
+                f"(modes sp, domino-sp) gives every rank seq/tp positions; use a multiple "
+                f"of {self.tp}"
+            )
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"--device must be cpu or cuda, got {self.device!r}")
         if self.cuda_graphs and self.device != "cuda":
             raise ConfigError("--cuda-graphs needs --device cuda")
+        if self.high_priority_comm and self.device != "cuda":
+            raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
         if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:
@@ -173,3 +188,6 @@ class RunConfig:
         d["model"] = ModelConfig(**d["model"])
         d["modes"] = tuple(d["modes"])
         return RunConfig(**d)
+
+    def splits_for(self, mode: str) -> int:
+        return self.splits if mode in OVERLAP_MODES else 1

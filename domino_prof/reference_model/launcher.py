@@ -257,6 +257,8 @@ def comparison_rows(modes: dict) -> list[dict]:
                 "tokens_per_s": r["tokens_per_s"],
                 "mfu": r.get("mfu"),
                 "hidden_pct": r.get("hidden_pct"),
+                "issue_ms": r.get("issue_ms"),
+                "peak_mem_gb": (r.get("memory") or {}).get("peak_reserved_gb"),
                 "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
                 "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
             }

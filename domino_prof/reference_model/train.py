@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from domino_prof.io import atomic_write_json
-from domino_prof.reference_model.config import RunConfig
+from domino_prof.reference_model.config import OVERLAP_MODES, SP_MODES, RunConfig
 from domino_prof.reference_model.parallel import TPComm, shard_model
 from domino_prof.reference_model.schedule import StepRunner
 
@@ -94,34 +94,55 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
     dtype = DTYPES[cfg.dtype]
     comm = TPComm(comm_group, enabled=(mode != "nocomm"))
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
-    splits = cfg.splits if mode == "domino" else 1
     runner = StepRunner(
-        model, comm, splits=splits, overlap=(mode == "domino"), graphs=cfg.cuda_graphs
+        model,
+        comm,
+        splits=cfg.splits_for(mode),
+        overlap=mode in OVERLAP_MODES,
+        graphs=cfg.cuda_graphs,
+        compile=cfg.compile,
+        sp=mode in SP_MODES,
     )
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, foreach=True)
+    # fused AdamW on CUDA: one kernel per parameter group, no full-size temporaries
+    fused = {"fused": True} if device.type == "cuda" else {"foreach": True}
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, **fused)
     data = TokenSource(cfg, device)
     losses: list[float] = []
     step_times: list[float] = []
+    issue_times: list[float] = []
     step = 0
 
-    def one_step() -> None:
+    def one_step() -> float:
+        """One training step (the runner overwrites .grad, so no zero_grad). Returns the
+        host issue time in ms: until the host has queued the whole step."""
         nonlocal step
         inp, tgt = data.batch(step)
+        held = runner.host_wait_s  # waits for the GPU under the graph in-flight cap
+        t0 = time.perf_counter()
         loss = runner.step(inp, tgt)
         with torch.profiler.record_function("optimizer"):
             opt.step()
-            opt.zero_grad(set_to_none=True)
+        issued = (time.perf_counter() - t0 - (runner.host_wait_s - held)) * 1e3
         losses.append(float(loss))  # host sync: also makes step timing honest
         step += 1
+        return issued
 
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     for _ in range(cfg.warmup_steps):
         one_step()
     for _ in range(cfg.timed_steps):
         _sync(device)
         t0 = time.perf_counter()
-        one_step()
+        issue_times.append(one_step())
         _sync(device)
         step_times.append((time.perf_counter() - t0) * 1e3)
+    memory = None
+    if device.type == "cuda":
+        memory = {
+            "peak_allocated_gb": torch.cuda.max_memory_allocated(device) / 2**30,
+            "peak_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30,
+        }
 
     mode_dir = out / mode
     mode_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +167,7 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
     dist.barrier()
     tokens = cfg.mbs * cfg.seq
     step_ms = sorted(step_times)[len(step_times) // 2]
+    issue_ms = sorted(issue_times)[len(issue_times) // 2]
     tok_s = tokens / (step_ms / 1e3)
     peak = _peak_flops(
         torch.cuda.get_device_name(device) if device.type == "cuda" else "", cfg.dtype
@@ -155,6 +177,9 @@ def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -
         "trace_dir": mode,
         "step_ms": step_ms,
         "step_times_ms": step_times,
+        "issue_ms": issue_ms,
+        "issue_times_ms": issue_times,
+        "memory": memory,
         "tokens_per_s": tok_s,
         "mfu": mfu,
         "losses": losses,
@@ -208,13 +233,25 @@ def _inject_fault(rank: int) -> None:
 
 def worker(cfg: RunConfig, out: Path) -> int:
     """The body every rank runs. Returns a process exit code."""
+    # torch.profiler imports torch.distributed.nn lazily; imported after init, that
+    # module keeps the live process group in default arguments, so
+    # destroy_process_group cannot join gloo's threads (aborts at exit): import it first
+    import torch.distributed.nn  # noqa: F401
+
     use_cuda = cfg.device == "cuda"
     backend = "nccl" if use_cuda else "gloo"
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if use_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s), device_id=device)
+        kw = {}
+        if cfg.high_priority_comm:  # collectives on a high-priority stream (see README)
+            opts = dist.ProcessGroupNCCL.Options()
+            opts.is_high_priority_stream = True
+            kw["pg_options"] = opts
+        dist.init_process_group(
+            backend, timeout=timedelta(seconds=cfg.timeout_s), device_id=device, **kw
+        )
     else:
         device = torch.device("cpu")
         dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
@@ -234,8 +271,9 @@ def worker(cfg: RunConfig, out: Path) -> int:
             if rank == 0:
                 print(
                     f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
-                    f"mbs {cfg.mbs}, splits {cfg.splits if mode == 'domino' else 1}, "
-                    f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}",
+                    f"mbs {cfg.mbs}, splits {cfg.splits_for(mode)}, "
+                    f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
+                    f"{', compiled' if cfg.compile else ''}",
                     flush=True,
                 )
             results[mode] = run_mode(cfg, mode, device=device, out=out)

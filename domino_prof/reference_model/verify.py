@@ -46,15 +46,18 @@ def compare(
     device,
     dtype,
     graphs: bool = False,
+    sp: bool = False,
+    compile: bool = False,
 ) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
     With ``graphs`` the step runs twice (capture, then replay) and the second,
     replayed step's gradients are compared."""
     model = shard_model(cfg, comm, seed=seed, device=device, dtype=dtype)
-    runner = StepRunner(model, comm, splits=splits, overlap=overlap, graphs=graphs)
+    runner = StepRunner(
+        model, comm, splits=splits, overlap=overlap, graphs=graphs, sp=sp, compile=compile
+    )
     loss = runner.step(inp, tgt)
-    if graphs:
-        model.zero_grad(set_to_none=True)
+    if graphs:  # the first step captured; check a replayed one (grads are overwritten)
         loss = runner.step(inp, tgt)
     errs = {}
     for name, p in model.named_parameters():
@@ -74,13 +77,14 @@ def train_losses(
     overlap: bool,
     seed: int,
     lr: float = 1e-3,
+    sp: bool = False,
 ) -> list[float]:
     """Losses of ``steps`` AdamW steps: sharded (comm given) or unsharded (comm None)."""
     if comm is None:
         model = build_reference(cfg, seed=seed)
     else:
         model = shard_model(cfg, comm, seed=seed)
-        runner = StepRunner(model, comm, splits=splits, overlap=overlap)
+        runner = StepRunner(model, comm, splits=splits, overlap=overlap, sp=sp)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     for s in range(steps):
@@ -91,6 +95,7 @@ def train_losses(
         else:
             loss = runner.step(inp, tgt)
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        if comm is None:  # the runner overwrites its own gradient buffers each step
+            opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
     return losses

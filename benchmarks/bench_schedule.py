@@ -1,0 +1,392 @@
+"""The schedules' own cost, side by side on one device (tp 1: no collectives at all).
+
+    python benchmarks/bench_schedule.py --model llama3-3b --seq 1024 --mbs 2 \\
+        --out reports/schedule-h200/bench_schedule.json          # one GPU
+    python benchmarks/bench_schedule.py                           # CPU, tiny preset
+
+A step here is forward + backward of one batch (gradients into ``.grad``), no
+optimizer. Rows: ``plain`` — the unsharded model, ``model.loss(...).backward()`` on
+the whole batch; ``plain-mb`` — the same with N micro-batches (gradient
+accumulation, N backward calls); then the schedules of ``schedule.StepRunner`` at
+tp 1: ``tp`` (1 micro-batch), ``domino`` (N), ``sp`` and ``domino-sp`` (sequence
+parallel variants), each eager, with CUDA graphs, compiled, and both (CUDA only for
+graphs). At tp 1 every collective is a no-op (SP's gather/scatter are copies), so
+the gaps between rows are the schedules' host and memory cost, not the network.
+
+Columns: ``wall_ms`` median step time (synchronised); ``issue_ms`` median time until
+the host has queued the step (``step()`` returned, before the sync), less the time the
+runner held the host back to keep at most ``--graph-inflight`` graph launches queued
+(that is waiting for the GPU, not host work);
+``peak_mem_gb`` peak memory *reserved* by the caching allocator over the timed steps
+(graph pools included: what the process holds), ``peak_alloc_gb`` the allocated
+peak. On CUDA, attention is forced to the flash kernel for ``plain`` too, so every
+row runs the same attention kernels as the schedules (the default choice is
+recorded in the JSON).
+
+Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",
+"issue_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
+the table and the ratios the issue asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from domino_prof.reference_model.config import preset
+from domino_prof.reference_model.parallel import TPComm, build_reference, shard_model
+from domino_prof.reference_model.schedule import StepRunner
+from domino_prof.reference_model.verify import batch
+
+GRAPH_INFLIGHT = 8  # --graph-inflight
+SCHEDULES = {  # name -> (splits is N?, overlap, sp)
+    "tp": (False, False, False),
+    "domino": (True, True, False),
+    "sp": (False, False, True),
+    "domino-sp": (True, True, True),
+}
+
+
+def _sync(dev) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _free(dev) -> None:
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _sdpa_ctx(dev, dtype):
+    if dev.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def measure(step, dev, *, warmup: int, steps: int, held=lambda: 0.0) -> dict:
+    """Run ``step()`` warmup + steps times; medians of issue and wall time, peak memory
+    over the timed steps. ``held()``: seconds the host has so far been held back by the
+    runner's in-flight cap on graph launches (waiting for the GPU is not host work: it
+    is taken out of the issue time)."""
+    for _ in range(warmup):
+        step()
+    _sync(dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    wall, issue = [], []
+    for _ in range(steps):
+        _sync(dev)
+        h0 = held()
+        t0 = time.perf_counter()
+        step()
+        t1 = time.perf_counter() - (held() - h0)
+        _sync(dev)
+        t2 = time.perf_counter()
+        issue.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+    out = {
+        "wall_ms": statistics.median(wall),
+        "issue_ms": statistics.median(issue),
+        "wall_ms_all": wall,
+    }
+    if dev.type == "cuda":
+        out["peak_mem_gb"] = torch.cuda.max_memory_reserved(dev) / 2**30
+        out["peak_alloc_gb"] = torch.cuda.max_memory_allocated(dev) / 2**30
+    else:
+        out["peak_mem_gb"] = out["peak_alloc_gb"] = None
+    return out
+
+
+def bench_plain(cfg, inp, tgt, *, splits: int, dev, dtype, warmup, steps) -> dict:
+    ref = build_reference(cfg, seed=1, device=dev, dtype=dtype)
+    chunks = list(zip(inp.chunk(splits, 0), tgt.chunk(splits, 0)))
+
+    def step():
+        ref.zero_grad(set_to_none=True)
+        with _sdpa_ctx(dev, dtype):
+            if splits == 1:
+                ref.loss(inp, tgt).backward()
+            else:
+                for i, t in chunks:
+                    (ref.loss(i, t) / splits).backward()
+
+    r = measure(step, dev, warmup=warmup, steps=steps)
+    ref = None  # free it (the closure holds the cell)
+    _free(dev)
+    return r
+
+
+def profile_step(step, dev, path: Path) -> dict:
+    """Profile one step; write the trace (gzipped) and return its device summary: kernel
+    count, summed kernel time, the device span and the idle time inside it."""
+    import gzip
+
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=acts) as prof:
+        step()
+        _sync(dev)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.json")
+    prof.export_chrome_trace(str(tmp))
+    ev = json.loads(tmp.read_text())["traceEvents"]
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": ev}, f)
+    tmp.unlink()
+    ks = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "kernel")
+    if not ks:
+        return {"kernels": 0}
+    busy, end = 0.0, ks[0][0]
+    for s0, e0 in ks:
+        if e0 > end:
+            busy += e0 - max(s0, end)
+            end = e0
+    span = ks[-1][1] - ks[0][0]
+    return {
+        "kernels": len(ks),
+        "kernel_sum_ms": sum(e - s for s, e in ks) / 1e3,
+        "span_ms": span / 1e3,
+        "busy_ms": busy / 1e3,
+        "idle_ms": (span - busy) / 1e3,
+    }
+
+
+def bench_schedule(
+    cfg, inp, tgt, name, *, splits, graphs, compile, dev, dtype, warmup, steps, profile_dir=None
+):
+    split_n, overlap, sp = SCHEDULES[name]
+    comm = TPComm()
+    model = shard_model(cfg, comm, seed=1, device=dev, dtype=dtype)
+    runner = StepRunner(
+        model,
+        comm,
+        splits=splits if split_n else 1,
+        overlap=overlap,
+        graphs=graphs,
+        compile=compile,
+        sp=sp,
+        graph_inflight=GRAPH_INFLIGHT,
+    )
+    t0 = time.perf_counter()
+    runner.step(inp, tgt)  # capture / compile / warm up outside the timing
+    first_s = time.perf_counter() - t0
+    r = measure(
+        lambda: runner.step(inp, tgt),
+        dev,
+        warmup=warmup,
+        steps=steps,
+        held=lambda: runner.host_wait_s,
+    )
+    r["first_step_s"] = first_s
+    r["graphs_per_step"] = len(runner._graphs)
+    if profile_dir is not None:
+        r["profile"] = profile_step(
+            lambda: runner.step(inp, tgt),
+            dev,
+            profile_dir
+            / (f"{name}{'_graphs' if graphs else ''}{'_compile' if compile else ''}.json.gz"),
+        )
+    runner = model = None  # free them (the closures hold the cells)
+    _free(dev)
+    return r
+
+
+def ratios(rows: list[dict]) -> dict:
+    def get(s, g=False, c=False, key="wall_ms"):
+        for r in rows:
+            if r["schedule"] == s and r["graphs"] == g and r["compile"] == c and key in r:
+                return r[key]
+        return None
+
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
+
+    out = {
+        "tp_eager/plain": ratio(get("tp"), get("plain")),
+        "domino_eager/plain-mb": ratio(get("domino"), get("plain-mb")),
+        "domino_graphs/tp_graphs": ratio(get("domino", True), get("tp", True)),
+        "domino_compile/plain-mb": ratio(get("domino", c=True), get("plain-mb")),
+        "domino_compile_graphs/tp_compile_graphs": ratio(
+            get("domino", True, True), get("tp", True, True)
+        ),
+        "sp_eager/tp_eager": ratio(get("sp"), get("tp")),
+        "domino-sp_eager/plain-mb": ratio(get("domino-sp"), get("plain-mb")),
+    }
+    for s in SCHEDULES:
+        out[f"{s}_graphs_mem/eager_mem"] = ratio(
+            get(s, True, key="peak_mem_gb"), get(s, key="peak_mem_gb")
+        )
+    return out
+
+
+def table(rows: list[dict], rat: dict) -> str:
+    base = {r["schedule"]: r["wall_ms"] for r in rows if r["schedule"].startswith("plain")}
+    header = (
+        f"{'schedule':10s} {'graphs':>6s} {'compile':>7s} {'wall ms':>9s} {'issue ms':>9s} "
+        f"{'peak GB':>8s} {'alloc GB':>8s} {'vs plain':>8s}"
+    )
+    lines = [header]
+    for r in rows:
+        ref = base.get("plain-mb" if SCHEDULES.get(r["schedule"], (False,))[0] else "plain")
+        if r.get("error"):
+            lines.append(
+                f"{r['schedule']:10s} {r['graphs']!s:>6s} {r['compile']!s:>7s} "
+                f"  error: {r['error']}"
+            )
+            continue
+        mem = "n/a" if r["peak_mem_gb"] is None else f"{r['peak_mem_gb']:.2f}"
+        alloc = "n/a" if r["peak_alloc_gb"] is None else f"{r['peak_alloc_gb']:.2f}"
+        rel = f"{r['wall_ms'] / ref:.3f}" if ref else "-"
+        lines.append(
+            f"{r['schedule']:10s} {r['graphs']!s:>6s} {r['compile']!s:>7s} "
+            f"{r['wall_ms']:9.2f} {r['issue_ms']:9.2f} {mem:>8s} {alloc:>8s} {rel:>8s}"
+        )
+    lines.append("(vs plain: tp/sp against plain, domino/domino-sp against plain-mb)")
+    for k, v in rat.items():
+        lines.append(f"  {k:42s} {'n/a' if v is None else format(v, '.3f')}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument(
+        "--model", default=None, help="preset (default: llama3-3b on CUDA, tiny on CPU)"
+    )
+    ap.add_argument("--layers", type=int, default=None)
+    ap.add_argument("--seq", type=int, default=None, help="default 1024 (CUDA) / 128 (CPU)")
+    ap.add_argument("--mbs", type=int, default=2)
+    ap.add_argument("--splits", type=int, default=2)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--schedules", default="tp,domino,sp,domino-sp")
+    ap.add_argument(
+        "--variants",
+        default="auto",
+        help="comma list of eager,graphs,compile,compile+graphs (auto: all on CUDA, eager on CPU)",
+    )
+    ap.add_argument("--out", type=Path, default=None, help="JSON path (default: print only)")
+    ap.add_argument(
+        "--profile",
+        default="",
+        help="comma list of schedule:variant rows to profile one step of "
+        "(e.g. tp:graphs,domino:eager); traces go to --profile-dir",
+    )
+    ap.add_argument("--profile-dir", type=Path, default=Path("bench_traces"))
+    ap.add_argument(
+        "--graph-inflight", type=int, default=8, help="StepRunner.graph_inflight (0: no throttle)"
+    )
+    a = ap.parse_args(argv)
+    global GRAPH_INFLIGHT
+    GRAPH_INFLIGHT = a.graph_inflight
+    dev = torch.device(
+        "cuda"
+        if a.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if a.device == "auto" else a.device)
+    )
+    cuda = dev.type == "cuda"
+    dtype = {
+        "auto": torch.bfloat16 if cuda else torch.float32,
+        "bfloat16": torch.bfloat16,
+        "float32": torch.float32,
+    }[a.dtype]
+    name = a.model or ("llama3-3b" if cuda else "tiny")
+    cfg = preset(name, layers=a.layers)
+    seq = a.seq or (1024 if cuda else 128)
+    variants = (
+        a.variants.split(",")
+        if a.variants != "auto"
+        else (["eager", "graphs", "compile", "compile+graphs"] if cuda else ["eager"])
+    )
+    if not cuda:
+        torch.set_num_threads(max(1, (os.cpu_count() or 2)))
+    inp, tgt = batch(cfg, mbs=a.mbs, seq=seq, seed=7, device=dev)
+    config = {
+        "model": asdict(cfg),
+        "seq": seq,
+        "mbs": a.mbs,
+        "splits": a.splits,
+        "device": torch.cuda.get_device_name(dev) if cuda else platform.processor() or "cpu",
+        "dtype": str(dtype).removeprefix("torch."),
+        "tp": 1,
+        "warmup": a.warmup,
+        "steps": a.steps,
+        "torch": torch.__version__,
+        "step": "forward + backward, no optimizer",
+        "graph_inflight": a.graph_inflight,
+    }
+    if cuda:
+        q = torch.empty(1, cfg.n_heads, seq, cfg.head_dim, device=dev, dtype=dtype)
+        k = torch.empty(1, cfg.n_kv_heads, seq, cfg.head_dim, device=dev, dtype=dtype)
+        config["sdpa_default_backend"] = int(
+            torch._fused_sdp_choice(q, k, k, is_causal=True, enable_gqa=True)
+        )
+    kw = {"dev": dev, "dtype": dtype, "warmup": a.warmup, "steps": a.steps}
+    rows = []
+
+    def add(row, fn):
+        t0 = time.perf_counter()
+        try:
+            row.update(fn())
+        except Exception as e:  # noqa: BLE001 - a benchmark: record the failure, go on
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            _free(dev)
+        row["bench_s"] = time.perf_counter() - t0
+        rows.append(row)
+        print(table([row], {}).splitlines()[1], flush=True)
+        save()  # after every row: a run cut short still leaves its rows
+
+    def save():
+        if a.out:
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = a.out.with_name(f".{a.out.name}.partial")
+            doc = {"config": config, "rows": rows, "ratios": ratios(rows)}
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, a.out)
+
+    for s, n in (("plain", 1), ("plain-mb", a.splits)):
+        add(
+            {"schedule": s, "graphs": False, "compile": False, "splits": n},
+            lambda n=n: bench_plain(cfg, inp, tgt, splits=n, **kw),
+        )
+    for v in variants:
+        graphs, comp = "graphs" in v, "compile" in v
+        if graphs and not cuda:
+            continue
+        for s in a.schedules.split(","):
+            prof = a.profile_dir if f"{s}:{v}" in a.profile.split(",") else None
+            add(
+                {"schedule": s, "graphs": graphs, "compile": comp},
+                lambda s=s, g=graphs, c=comp, p=prof: bench_schedule(
+                    cfg, inp, tgt, s, splits=a.splits, graphs=g, compile=c, profile_dir=p, **kw
+                ),
+            )
+    rat = ratios(rows)
+    print(table(rows, rat))
+    if a.out:
+        save()
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
