@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from gloo_job import run_job
 from test_switches import load
 from tracegen import TraceBuilder
 
@@ -180,8 +181,7 @@ def worker(rank, world, out):
             with record_function("comm.allreduce"):
                 dist.all_reduce(torch.ones(1 << 16))
             p.step()
-    dist.barrier()
-    dist.destroy_process_group()
+    clean_shutdown()
 
 if __name__ == "__main__":
     mp.spawn(worker, args=(2, sys.argv[1]), nprocs=2)
@@ -193,18 +193,12 @@ def test_real_gloo_late_rank(tmp_path):
     """Independent reference: plain Python over the raw JSON (Decimal µs -> ns, base time
     added): the k-th in-step gloo:all_reduce (and gloo:barrier) of each rank is one
     instance; skew = later start - earlier start; rank 1 (sleeps 30 ms) is late."""
-    import subprocess
-    import sys
     from decimal import Decimal
 
     pytest.importorskip("torch")
-    script = tmp_path / "job.py"
-    script.write_text(LATE_JOB)
     out = tmp_path / "traces"
     out.mkdir()
-    p = subprocess.run([sys.executable, str(script), str(out)], capture_output=True,
-                       text=True, timeout=300, check=False)  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
+    run_job(tmp_path / "job.py", LATE_JOB, str(out))
     (out / "store").unlink(missing_ok=True)
 
     # launching op -> its gloo event; barriers are collectives too
