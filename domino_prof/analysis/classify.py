@@ -189,11 +189,12 @@ class _Context:
 
 
 def _context(ev: pd.DataFrame) -> _Context:
-    ann_all = ev[ev["cat"].to_numpy() == "user_annotation"]
-    is_step = match_names(ann_all["name"], _STEP)
-    steps = ann_all[is_step]
+    cat = ev["cat"].to_numpy()
+    ann_all = ev[cat == "user_annotation"]
+    # ProfilerStep#N is a user_annotation; older traces write it as a cpu_op (Operator)
+    steps = ev[((cat == "user_annotation") | (cat == "cpu_op")) & match_names(ev["name"], _STEP)]
     step_n = steps["name"].astype(str).str.slice(len("ProfilerStep#")).astype(np.int64)
-    steps = steps.assign(step=step_n.to_numpy())
+    steps = steps.assign(step=step_n.to_numpy()).drop_duplicates(["rank", "step"])
     ann = ann_all[~match_names(ann_all["name"], _NOT_AN_OP)]
     backward = ev[match_names(ev["name"], _BACKWARD_CTX)]
     optimizer = ev[match_names(ev["name"], _OPTIMIZER_CTX)]

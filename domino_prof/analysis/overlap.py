@@ -195,6 +195,10 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     )  # fmt: skip
     tables = overlap_tables(cl, ranks)
     notes = list(cl.notes)
+    renamed = {k: v for m in trace.ranks.values() for k, v in m.renamed_categories.items()}
+    if renamed:
+        pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(renamed.items()))
+        notes.append(f"older Kineto trace format: categories read as today's ({pairs})")
     for path, why in trace.skipped:
         notes.append(f"skipped {path}: {why}")
     n_out = int((cl.intervals["iteration"] < 0).sum())

@@ -57,7 +57,14 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.errors import ConfigError, TraceError
-from domino_prof.trace.schema import CATEGORY_COLUMNS, EVENT_COLUMNS, INT_COLUMNS, RankMeta, Trace
+from domino_prof.trace.schema import (
+    CATEGORY_COLUMNS,
+    EVENT_COLUMNS,
+    INT_COLUMNS,
+    LEGACY_CATEGORIES,
+    RankMeta,
+    Trace,
+)
 
 __all__ = ["find_trace_files", "load_trace"]
 
@@ -523,12 +530,29 @@ def _merge_cats(pieces: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray,
     return (np.concatenate(out) if out else np.empty(0, np.int32)), cats
 
 
+def _modern_categories(
+    codes: np.ndarray, cats: list[str], meta: RankMeta
+) -> tuple[np.ndarray, list[str]]:
+    """Older Kineto category names (``Kernel``, ``Memcpy``, ``Runtime`` ...) -> today's;
+    the renames made are recorded in ``meta.renamed_categories``."""
+    old = [c for c in cats if c in LEGACY_CATEGORIES]
+    if not old:
+        return codes, cats
+    meta.renamed_categories = {c: LEGACY_CATEGORIES[c] for c in old}
+    renamed = [LEGACY_CATEGORIES.get(c, c) for c in cats]
+    new = sorted(set(renamed))
+    index = {c: i for i, c in enumerate(new)}
+    remap = np.fromiter((index[c] for c in renamed), np.int32, len(renamed))
+    return remap[codes], new
+
+
 def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     """Parts of one file -> its sorted columns; string ids interned; metadata resolved."""
     n = sum(p.n for p in parts)
     meta.n_events = n
     ints = {k: np.concatenate([p.ints[k] for p in parts]) for k in parts[0].ints}
     cats = {k: _merge_cats([p.cats[k] for p in parts]) for k in parts[0].cats}
+    cats["cat"] = _modern_categories(*cats["cat"], meta)
     meta_events = [m for p in parts for m in p.meta_events]
 
     # string pids / tids -> negative ids below every real (possibly negative) id

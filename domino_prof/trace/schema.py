@@ -10,7 +10,9 @@ Columns of ``Trace.events`` (dtype, meaning; "-1" means absent):
 
 ==================  ========  ==========================================================
 rank                int32     rank of the file (``distributedInfo.rank``)
-cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op`` ...)
+cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op`` ...);
+                              older names (``Kernel``, ``Memcpy``, ``Runtime`` ...) are
+                              renamed to these (``LEGACY_CATEGORIES``)
 name                category  event name
 pid                 int64     process id; string pids ("Spans") are interned as negative
                               ids, their labels in ``RankMeta.pid_labels``
@@ -67,6 +69,16 @@ EVENT_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+# Categories written by Kineto before ~2021 (PyTorch 1.8/1.9, the tb-profiler samples) and
+# today's names for them; the loader renames them so every analysis sees one vocabulary.
+LEGACY_CATEGORIES: dict[str, str] = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Operator": "cpu_op",
+}
 
 
 @dataclass
@@ -85,6 +97,8 @@ class RankMeta:
     process_names: dict[int, str] = field(default_factory=dict)
     pid_labels: dict[int, str] = field(default_factory=dict)
     n_events: int = 0
+    # categories of older Kineto versions read as today's (old -> new), e.g. Kernel -> kernel
+    renamed_categories: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
