@@ -543,3 +543,26 @@ def test_leaf_ops_match_brute_force():
                     and st[i] <= st[j] < st[i] + du[i]
                     and (st[j], -(st[j] + du[j]), j) > (st[i], -(st[i] + du[i]), i)]  # fmt: skip
             assert got[i] == (not kids), (i, st[i], du[i])
+
+
+def test_negative_duration_is_a_note_not_silent(tmp_path):
+    """An NCCL kernel with "dur": -5 (µs) cannot carry measured time: it is read as 0 ns
+    and a note names it; the other comm kernel (20 µs, 10 of it under the GEMM) is
+    measured as usual: comm 20, hidden 10."""
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 100)
+    b.kernel("sm90_gemm", stream=7, start=10, dur=20, launch=1)
+    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", stream=13, start=20, dur=20, launch=2)
+    b.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", stream=13, start=50, dur=-5, launch=3)
+    t = load_trace(b.write(tmp_path / "rank0.json"))
+    assert t.ranks[0].negative_durations == {"kernel": 1}
+    assert t.ranks[0].worst_negative == (
+        "kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", -5_000,
+    )  # fmt: skip
+    assert (t.events["dur"] >= 0).all()
+    a = analyze(t)
+    assert (a.totals["comm_ns"], a.totals["hidden_ns"]) == (20_000, 10_000)
+    assert a.totals["n_negative_durations"] == 1
+    (note,) = [n for n in a.notes if "negative duration" in n]
+    assert note.startswith("rank 0: 1 event(s) with a negative duration (kernel 1; worst:")
+    assert "dur -5 µs) read as 0 ns" in note and "re-export it" in note

@@ -179,6 +179,7 @@ def run_check(
         exit_code,
         parse_phase,
     )
+    from domino_prof.analysis.overlap import NEGATIVE_DURATION
 
     # Validate the options before the (possibly slow) load.
     base_doc = read_baseline(baseline) if baseline is not None else None
@@ -199,6 +200,8 @@ def run_check(
     )
     if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
         notes.append(note)
+    # damaged input that changes the gated figures is said here too, not only in analyze
+    notes += [n for n in analysis.notes if NEGATIVE_DURATION in n]
     results = evaluate(analysis, rules)
     return CheckOutcome(path=str(path), results=results, exit_code=exit_code(results), notes=notes)
 

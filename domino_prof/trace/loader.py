@@ -546,6 +546,22 @@ def _modern_categories(
     return remap[codes], new
 
 
+def _clamp_negative_durations(ints: dict, cats: dict, meta: RankMeta) -> None:
+    """A negative ``dur`` cannot be measured time: read it as 0 and record what and how
+    many (the analysis turns this into a note; it is never silent)."""
+    dur = ints["dur"]
+    neg = dur < 0
+    if not neg.any():
+        return
+    codes, names = cats["cat"]
+    per = np.bincount(codes[neg], minlength=len(names))
+    meta.negative_durations = {names[i]: int(n) for i, n in enumerate(per) if n}
+    worst = int(np.argmin(dur))
+    ncodes, nnames = cats["name"]
+    meta.worst_negative = (names[codes[worst]], nnames[ncodes[worst]], int(dur[worst]))
+    ints["dur"] = np.where(neg, 0, dur)
+
+
 def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     """Parts of one file -> its sorted columns; string ids interned; metadata resolved."""
     n = sum(p.n for p in parts)
@@ -553,6 +569,7 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     ints = {k: np.concatenate([p.ints[k] for p in parts]) for k in parts[0].ints}
     cats = {k: _merge_cats([p.cats[k] for p in parts]) for k in parts[0].cats}
     cats["cat"] = _modern_categories(*cats["cat"], meta)
+    _clamp_negative_durations(ints, cats, meta)
     meta_events = [m for p in parts for m in p.meta_events]
 
     # string pids / tids -> negative ids below every real (possibly negative) id

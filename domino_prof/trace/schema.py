@@ -21,7 +21,8 @@ tid                 int64     thread id (CPU) or stream (device events); may be 
                               becoming the thread name
 ts                  int64     absolute start, nanoseconds: baseTimeNanoseconds + ts_us*1000
                               (never rounded to whole microseconds)
-dur                 int64     duration in ns; 0 when the event has no ``dur``
+dur                 int64     duration in ns; 0 when the event has no ``dur``; a negative
+                              ``dur`` is read as 0 (``RankMeta.negative_durations``)
 correlation         int64     ``args.correlation`` (launch call <-> device event), -1
 external_id         int64     ``args["External id"]``, -1
 stream              int64     ``args.stream`` (device events), -1
@@ -99,6 +100,9 @@ class RankMeta:
     n_events: int = 0
     # categories of older Kineto versions read as today's (old -> new), e.g. Kernel -> kernel
     renamed_categories: dict[str, str] = field(default_factory=dict)
+    # events whose ``dur`` was negative (read as 0): count per category, and the worst
+    negative_durations: dict[str, int] = field(default_factory=dict)
+    worst_negative: tuple[str, str, int] | None = None  # (cat, name, dur ns)
 
 
 @dataclass
