@@ -269,20 +269,22 @@ def test_comm_pattern_user_extension(tmp_path):
 
 
 def test_memcpy_as_comm(tmp_path):
-    # PtoP copy [0,10) beside compute [5,20): memory by default (C = 0),
-    # comm with memcpy_as_comm: C = 10, H = 5
+    # a peer-to-peer copy [0,10) beside compute [5,20) is comm by default: C = 10, H = 5;
+    # a same-device DtoD copy [30,40) is memory unless --memcpy-as-comm: then C = 20
     b = TraceBuilder(rank=0)
     b.step(1, 0, 100)
     b.kernel("gemm", stream=7, start=5, dur=15, launch=1)
     b.kernel("Memcpy PtoP (Device -> Device)", stream=20, start=0, dur=10, launch=2,
              launch_name="cudaMemcpyAsync", cat="gpu_memcpy")  # fmt: skip
+    b.memcpy(stream=7, start=30, dur=10, launch=25)
     b.write(tmp_path / "rank0.json")
     tr = load_trace(tmp_path)
-    assert rows(analyze(tr).by_rank, ["rank"]) == {0: (0, 0, 0)}
-    assert np.isnan(analyze(tr).by_rank["hidden_pct"].iloc[0])
-    assert analyze(tr).totals["hidden_pct"] is None
-    a = analyze(tr, AnalysisConfig(memcpy_as_comm=True))
+    a = analyze(tr)
     assert rows(a.by_rank, ["rank"]) == {0: (10 * US, 5 * US, 5 * US)}
+    assert a.totals["intervals_by_kind"] == {"compute": 1, "comm": 1, "memory": 1}
+    a = analyze(tr, AnalysisConfig(memcpy_as_comm=True))
+    assert rows(a.by_rank, ["rank"]) == {0: (20 * US, 5 * US, 15 * US)}
+    assert [s["source"] for s in a.totals["comm_sources"]] == ["p2p_copy", "dtod_copy"]
 
 
 def test_no_device_activity_is_a_clear_error(tmp_path):
@@ -466,7 +468,8 @@ def test_config_is_frozen_keyword_only_and_validated():
     for name in ("ncclDevKernel_AllGather_RING_LL", "ncclKernel_AllReduce_RING_LL_Sum_float",
                  "rcclGenericKernel", "HcclAllReduce", "c10d::allreduce_"):  # fmt: skip
         assert rx.search(name), name
-    for name in ("sm90_gemm", "void at::native::elementwise_kernel", "Memcpy PtoP"):
+    for name in ("sm90_gemm", "void at::native::elementwise_kernel", "Memcpy PtoP",
+                 "void deep_ep::layout::get_dispatch_layout<256>(long)"):  # fmt: skip
         assert not rx.search(name), name
     assert combine_comm_pattern(None) == AnalysisConfig().comm_pattern
     with pytest.raises(ConfigError):

@@ -209,6 +209,7 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     if no_comm:
         notes.append(f"ranks without comm (hidden % undefined): {no_comm}")
     totals = totals_of(tables, cl.intervals)
+    totals["comm_sources"] = cl.comm_sources
     totals["n_negative_durations"] = sum(
         sum(m.negative_durations.values()) for m in trace.ranks.values()
     )

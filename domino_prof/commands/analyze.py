@@ -96,6 +96,15 @@ def headline(a) -> str:
     )
 
 
+def comm_sources_line(a) -> str:
+    """Which kinds of comm the patterns recognised (docs/METRICS.md), with counts."""
+    src = a.totals.get("comm_sources") or []
+    if not src:
+        return "comm recognised: none"
+    parts = [f"{s['label']} {s['n_intervals']} ({ms(s['busy_ns'])} ms)" for s in src]
+    return "comm recognised: " + ", ".join(parts)
+
+
 def rank_table(a, *, top: int):
     import pandas as pd
 
@@ -202,6 +211,7 @@ def print_summary(a, *, by: By | None, top: int, console=None) -> None:
     console = console or Console()
     console.print(f"[bold]domino-prof analyze[/bold] {a.source}")
     console.print(headline(a), soft_wrap=True, highlight=False)
+    console.print(comm_sources_line(a), soft_wrap=True, highlight=False, markup=False)
     console.print(rank_table(a, top=top))
     ops = top_ops_table(a, top=top)
     if ops is not None:
@@ -239,7 +249,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 help="Extra regex (re.search, "
                 "case-insensitive) for comm kernels, OR-ed with the default "
-                "(nccl/rccl/hccl/...)."
+                "(NCCL/RCCL, symmetric memory, NVSHMEM, DeepEP, userbuffers; docs/METRICS.md)."
             ),
         ] = None,
         comm_pattern_only: Annotated[
@@ -252,7 +262,9 @@ def register(app: typer.Typer) -> None:
         memcpy_as_comm: Annotated[
             bool,
             typer.Option(
-                "--memcpy-as-comm", help="Count peer-to-peer copies (Memcpy PtoP) as comm."
+                "--memcpy-as-comm",
+                help="Also count same-device DtoD copies as comm (e.g. async-TP copies from "
+                "peer buffers); copies between devices are comm anyway.",
             ),
         ] = False,
         by: Annotated[

@@ -379,7 +379,10 @@ CommPatternOnlyOpt = Annotated[
     bool, typer.Option(help="Use --comm-pattern alone, not OR-ed with the default.")
 ]
 MemcpyAsCommOpt = Annotated[
-    bool, typer.Option(help="Count peer-to-peer copies (Memcpy PtoP) as comm.")
+    bool,
+    typer.Option(
+        help="Also count same-device DtoD copies as comm; copies between devices are comm anyway."
+    ),
 ]
 ModeOpt = Annotated[
     str | None,

@@ -86,6 +86,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     msg_nelems: int = msgspec.field(default=-1, name="In msg nelems")
     group_size: int = msgspec.field(default=-1, name="Group size")
     seq: int = msgspec.field(default=-1, name="Seq")
+    from_device: int = msgspec.field(default=-1, name="fromDevice")  # memcpy source
+    to_device: int = msgspec.field(default=-1, name="toDevice")  # memcpy destination
     name: Any = None  # metadata events: thread_name / process_name
 
 
@@ -140,7 +142,7 @@ _POOL_BYTES = 32 * 1024 * 1024  # below this, a pool costs more than it saves
 
 _INT_ARG_FIELDS = (
     "correlation", "external_id", "stream", "device", "wait_on_stream", "wait_on_corr",
-    "msg_nelems", "group_size", "seq",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
 
 

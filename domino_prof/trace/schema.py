@@ -34,6 +34,8 @@ pg_name             category  ``args["Process Group Name"]`` ('' when absent)
 msg_nelems          int64     ``args["In msg nelems"]``, -1
 group_size          int64     ``args["Group size"]``, -1
 seq                 int64     ``args["Seq"]`` (collective sequence number in its group), -1
+from_device         int32     ``args.fromDevice`` (memcpy source device), -1
+to_device           int32     ``args.toDevice`` (memcpy destination device), -1
 ==================  ========  ==========================================================
 
 Rows are sorted by (rank, ts). Nothing here imports torch.
@@ -61,12 +63,14 @@ INT_COLUMNS: dict[str, type] = {
     "msg_nelems": np.int64,
     "group_size": np.int64,
     "seq": np.int64,
+    "from_device": np.int32,
+    "to_device": np.int32,
 }
 CATEGORY_COLUMNS: tuple[str, ...] = ("cat", "name", "coll_name", "pg_name")
 EVENT_COLUMNS: tuple[str, ...] = (
     "rank", "cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id",
     "stream", "device", "wait_on_stream", "wait_on_corr", "coll_name", "pg_name",
-    "msg_nelems", "group_size", "seq",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
 
 DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
