@@ -345,12 +345,16 @@ def write_markdown(path: str | os.PathLike, text: str) -> None:
     from domino_prof.io import atomic_write_text
 
     p = Path(path)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and _same_file(p, Path(summary)):
+    if _is_step_summary(p):
         with open(p, "a", encoding="utf-8") as f:
             f.write(text)
         return
     atomic_write_text(p, text)
+
+
+def _is_step_summary(p: Path) -> bool:
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return bool(summary) and _same_file(p, Path(summary))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -358,6 +362,27 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except OSError:
         return False
+
+
+def write_reports(
+    outcome: CheckOutcome | None,
+    *,
+    junit: Path | None,
+    markdown: Path | None,
+    error: str | None = None,
+) -> None:
+    """--junit and --markdown, all or nothing (one ConfigError, exit 2, if a path cannot
+    be written: never a traceback, which would exit 1 like a regression)."""
+    from domino_prof.commands._common import write_outputs
+
+    files: list[tuple[Path, str]] = []
+    append: list[tuple[Path, str]] = []
+    if junit is not None:
+        files.append((junit, junit_xml(outcome, error=error)))
+    if markdown is not None and outcome is not None:
+        text = format_markdown(outcome)
+        (append if _is_step_summary(markdown) else files).append((markdown, text))
+    write_outputs(files, append=append, example="gate.xml")
 
 
 # --------------------------------------------------------------------------- commands
@@ -429,8 +454,6 @@ def check(
     ] = None,
 ) -> None:
     """Gate CI on overlap: exit 0 all rules hold, 1 a regression, 2 bad input."""
-    from domino_prof.io import atomic_write_text
-
     try:
         outcome = run_check(
             path,
@@ -448,7 +471,10 @@ def check(
     except DominoProfError as e:
         _annotate_error(str(e))
         if junit is not None:
-            atomic_write_text(junit, junit_xml(None, error=str(e)))
+            try:
+                write_reports(None, junit=junit, markdown=None, error=str(e))
+            except ConfigError as w:  # still one line: the input error, then the write's
+                raise ConfigError(f"{e}; and {w}") from None
         raise
     for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -458,10 +484,7 @@ def check(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(outcome):
             print(line)
-    if junit is not None:
-        atomic_write_text(junit, junit_xml(outcome))
-    if markdown is not None:
-        write_markdown(markdown, format_markdown(outcome))
+    write_reports(outcome, junit=junit, markdown=markdown)
     if outcome.exit_code == 2:
         first = next(r for r in outcome.results if r.verdict == "n/a")
         print(f"domino-prof: error: {first.message}; the input cannot be gated", file=sys.stderr)
@@ -482,7 +505,12 @@ def baseline(
 ) -> None:
     """Write the overlap figures (per rank, phase, op) that `check --baseline` compares to."""
     from domino_prof.analysis.baseline import make_baseline
-    from domino_prof.io import atomic_write_json
+    from domino_prof.commands._common import write_outputs
+
+    if out.is_dir():  # before a long load
+        raise ConfigError(
+            f"-o {out} is a directory; give a file name such as {out / 'baseline.json'}"
+        )
 
     analysis, notes = load_analysis(
         path,
@@ -499,7 +527,8 @@ def baseline(
         )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    atomic_write_json(out, doc)
+    write_outputs([(out, json.dumps(doc, indent=2, allow_nan=False) + "\n")],
+                  example="baseline.json")  # fmt: skip
     pcts = ", ".join(
         f"rank {r}: " + ("n/a" if v["hidden_pct"] is None else f"{v['hidden_pct']:.2f}%")
         for r, v in doc["per_rank"].items()

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import user_errors
+from domino_prof.commands._common import user_errors, write_outputs
 from domino_prof.errors import ConfigError, TraceError
 
 RUN_SCHEMA = "domino-prof/run"
@@ -150,9 +150,9 @@ def single(path: str | Path, *, comm_pattern: str | None = None) -> tuple[Any, s
     return analyse(tdir, comm_pattern=comm_pattern), label, src
 
 
-def _write_guard(out: Path) -> None:
+def _write_guard(out: Path, example: str) -> None:
     if out.is_dir():
-        raise ConfigError(f"-o {out} is a directory; give a file name such as {out}/report.html")
+        raise ConfigError(f"-o {out} is a directory; give a file name such as {out / example}")
 
 
 def _size(p: Path) -> str:
@@ -192,21 +192,22 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Write one self-contained HTML report (opens offline: plotly.js is inlined)."""
-        from domino_prof.report import write_report, write_run_report
+        from domino_prof.report.page import render_report, render_run_report
 
         src = resolve(path)
         at_run = src.run_dir is not None and src.run_dir == src.path
         out = output or (src.path / "report.html" if at_run else Path("report.html"))
-        _write_guard(out)
+        _write_guard(out, "report.html")
         analyses = {
             m: analyse_for_report(d, comm_pattern=comm_pattern, in_run=src.run is not None)
             for m, d in src.modes.items()
         }
         if src.run is not None and len(analyses) > 1:
-            write_run_report(analyses, out, run=src.run, title=title)
+            html = render_run_report(analyses, run=src.run, title=title)
         else:
             mode, a = next(iter(analyses.items()))
-            write_report(a, out, run=src.run, title=title, mode=mode or None)
+            html = render_report(a, run=src.run, title=title, mode=mode or None)
+        write_outputs([(out, html)], example="report.html")
         for m, a in analyses.items():
             t = getattr(a, "totals", None)
             if t is None:
@@ -241,9 +242,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Compare two traces or modes: headline numbers side by side and per-op deltas."""
-        from domino_prof.report import write_compare
+        from domino_prof.report.page import render_compare
 
-        _write_guard(output)
+        _write_guard(output, "compare.html")
         if labels is not None:
             parts = [x.strip() for x in labels.split(",")]
             if len(parts) != 2 or not all(parts):
@@ -256,7 +257,7 @@ def register(app: typer.Typer) -> None:
         lab = (parts[0], parts[1]) if labels is not None else (la, lb)
         if lab[0] == lab[1]:
             lab = (f"A: {lab[0]}", f"B: {lab[1]}")
-        write_compare(an_a, an_b, output, labels=lab)
+        write_outputs([(output, render_compare(an_a, an_b, labels=lab))], example="compare.html")
         print_compare(an_a, an_b, labels=lab)
         print(f"wrote {output} ({_size(output)})")
 

@@ -142,6 +142,8 @@ class RunConfig:
             raise ConfigError(f"--splits must be >= 1, got {self.splits}")
         if "domino" in self.modes and self.splits < 2:
             raise ConfigError("--splits must be >= 2 for domino (1 micro-batch cannot overlap)")
+        if self.mbs < 1:
+            raise ConfigError(f"--mbs must be >= 1 (sequences per batch), got {self.mbs}")
         if self.mbs % self.splits:
             raise ConfigError(
                 f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
@@ -156,8 +158,14 @@ class RunConfig:
             raise ConfigError(f"--device must be cpu or cuda, got {self.device!r}")
         if self.cuda_graphs and self.device != "cuda":
             raise ConfigError("--cuda-graphs needs --device cuda")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
+        if self.dtype == "float16":
+            raise ConfigError(
+                "--dtype float16 is not supported: the reference model has no loss scaling, "
+                "so float16 training overflows to NaN; use bfloat16 (no scaling needed) or "
+                "float32"
+            )
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use float32 or bfloat16")
         if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         return self
