@@ -87,11 +87,14 @@ def load_analysis(
     comm_pattern: str | None = None,
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
+    rank: int | None = None,
+    skip_bad: bool = False,
 ) -> tuple[Any, list[str]]:
     """Load and analyse PATH (see module doc) -> (Analysis, notes).
 
     ``comm_pattern`` is OR-ed with the default comm regex (replaces it with
-    ``comm_pattern_only``), exactly as ``domino-prof analyze`` does."""
+    ``comm_pattern_only``), exactly as ``domino-prof analyze`` does; ``rank`` and
+    ``skip_bad`` are passed to the loader (skipped files become notes)."""
     from domino_prof.analysis import AnalysisConfig, analyze
     from domino_prof.analysis.config import combine_comm_pattern
     from domino_prof.trace import load_trace
@@ -101,7 +104,8 @@ def load_analysis(
         memcpy_as_comm=memcpy_as_comm,
     )
     trace_path, notes = resolve_path(path, mode=mode)
-    trace = load_trace(trace_path)
+    trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad)
+    notes += [f"skipped {p}: {why}" for p, why in trace.skipped]
     return analyze(trace, config), notes
 
 
@@ -170,6 +174,8 @@ def run_check(
     comm_pattern: str | None = None,
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
+    rank: int | None = None,
+    skip_bad: bool = False,
 ) -> CheckOutcome:
     """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input."""
     from domino_prof.analysis.baseline import (
@@ -197,6 +203,8 @@ def run_check(
         comm_pattern=comm_pattern,
         comm_pattern_only=comm_pattern_only,
         memcpy_as_comm=memcpy_as_comm,
+        rank=rank,
+        skip_bad=skip_bad,
     )
     if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
         notes.append(note)
@@ -413,6 +421,17 @@ ModeOpt = Annotated[
     str | None,
     typer.Option("--mode", help="Mode of a run directory (default: its only mode, else 'domino')."),
 ]
+RankOpt = Annotated[
+    int | None,
+    typer.Option(help="Rank of a single trace file that lacks distributedInfo.rank."),
+]
+SkipBadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad",
+        help="In a directory, skip unreadable rank files (named in the notes) and use the rest.",
+    ),
+]
 
 
 @user_errors
@@ -445,6 +464,8 @@ def check(
     comm_pattern: CommPatternOpt = None,
     comm_pattern_only: CommPatternOnlyOpt = False,
     memcpy_as_comm: MemcpyAsCommOpt = False,
+    rank: RankOpt = None,
+    skip_bad: SkipBadOpt = False,
     junit: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write JUnit XML (one case per check).")
     ] = None,
@@ -467,6 +488,8 @@ def check(
             comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only,
             memcpy_as_comm=memcpy_as_comm,
+            rank=rank,
+            skip_bad=skip_bad,
         )
     except DominoProfError as e:
         _annotate_error(str(e))
@@ -502,6 +525,8 @@ def baseline(
     comm_pattern: CommPatternOpt = None,
     comm_pattern_only: CommPatternOnlyOpt = False,
     memcpy_as_comm: MemcpyAsCommOpt = False,
+    rank: RankOpt = None,
+    skip_bad: SkipBadOpt = False,
 ) -> None:
     """Write the overlap figures (per rank, phase, op) that `check --baseline` compares to."""
     from domino_prof.analysis.baseline import make_baseline
@@ -518,6 +543,8 @@ def baseline(
         comm_pattern=comm_pattern,
         comm_pattern_only=comm_pattern_only,
         memcpy_as_comm=memcpy_as_comm,
+        rank=rank,
+        skip_bad=skip_bad,
     )
     doc = make_baseline(analysis)
     if not any(v["comm_ns"] > 0 for v in doc["per_rank"].values()):
