@@ -343,6 +343,8 @@ def test_cpu_gloo_synthetic(tmp_path):
     a = analyze(load_trace(tmp_path))
     assert a.mode == "cpu"
     assert rows(a.by_rank, ["rank"]) == {0: (50 * US, 27 * US, 23 * US)}
+    assert a.totals["comm_sources"] == [{"source": "gloo", "label": "gloo collectives (CPU)",
+                                         "n_intervals": 1, "busy_ns": 50 * US}]  # fmt: skip
     comm = a.intervals[a.intervals["kind"] == "comm"].iloc[0]
     assert comm["op"] == "fwd.a"  # innermost annotation at the c10d launch on thread 1
     assert comm["iteration"] == 3

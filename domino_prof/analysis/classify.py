@@ -541,7 +541,11 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
         xs[known],
         (xs + excl["dur"].to_numpy(np.int64))[known],
     )
-    return _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+    out = _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+    gl_dur = np.maximum(gl["dur"].to_numpy(np.int64), 0)
+    out.comm_sources = [{"source": "gloo", "label": "gloo collectives (CPU)",
+                         "n_intervals": n_g, "busy_ns": int(gl_dur.sum())}]  # fmt: skip
+    return out
 
 
 def leaf_ops(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
