@@ -818,8 +818,9 @@ def _decode_chunks(buf, bounds: list[tuple[int, int]], base: int | None, sp: str
             buf[hi] = ord("]")
             try:
                 with memoryview(buf) as mv:
-                    chunk = mv[lo - 1 : hi + 1]
-                    try:
+                    chunk = None
+                    try:  # the view is released even when Ctrl-C lands mid-decode
+                        chunk = mv[lo - 1 : hi + 1]
                         try:
                             events = _CHUNK_DEC.decode(chunk)
                         except msgspec.ValidationError:
@@ -827,7 +828,8 @@ def _decode_chunks(buf, bounds: list[tuple[int, int]], base: int | None, sp: str
                         parts.append(_events_to_part(events, base, chunk, sp))
                         del events
                     finally:
-                        chunk.release()
+                        if chunk is not None:
+                            chunk.release()
             finally:  # the buffer stays valid JSON: a fallback may decode it whole
                 buf[lo - 1], buf[hi] = saved
             if isinstance(buf, mmap.mmap) and hasattr(buf, "madvise"):
