@@ -45,6 +45,8 @@ def assert_overlap(
     comm_pattern: str | None = None,
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
+    rank: int | None = None,
+    skip_bad: bool = False,
 ) -> list[RuleResult]:
     """Run the ``domino-prof check`` gate on ``path``; return its rows when all hold."""
     outcome = run_check(
@@ -59,6 +61,8 @@ def assert_overlap(
         comm_pattern=comm_pattern,
         comm_pattern_only=comm_pattern_only,
         memcpy_as_comm=memcpy_as_comm,
+        rank=rank,
+        skip_bad=skip_bad,
     )
     if outcome.exit_code != 0:
         notes = "".join(f"\nnote: {n}" for n in outcome.notes)

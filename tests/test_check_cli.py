@@ -369,3 +369,14 @@ def test_markdown_file_and_step_summary_append(tmp_path: Path, good: Path):
     lines = summary.read_text().splitlines()
     assert lines[0] == "earlier step"
     assert lines[1] == "### ✅ domino-prof check: PASS: all 2 checks hold"
+
+
+def test_negative_duration_is_noted_by_check(tmp_path: Path):
+    b = rank_trace(0, 1)
+    b.kernel(NCCL, stream=13, start=150, dur=-5, launch=144)
+    d = tmp_path / "neg"
+    d.mkdir()
+    b.write(d / "rank0.pt.trace.json")
+    r = invoke(["check", d, "--min-hidden", 10])
+    assert r.exit_code == 0, r.output  # the gate still runs on what was measured
+    assert "note: rank 0: 1 event(s) with a negative duration (kernel 1;" in r.stderr

@@ -11,14 +11,14 @@ process's other threads, minus the time inside ``c10d::*`` / ``record_param_comm
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from decimal import Decimal
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from gloo_job import run_job
 
 from domino_prof.analysis import analyze
 from domino_prof.trace import load_trace
@@ -58,8 +58,7 @@ JOB = textwrap.dedent(
                 opt.step()
                 opt.zero_grad()
                 p.step()
-        dist.barrier()
-        dist.destroy_process_group()
+        clean_shutdown()
 
     if __name__ == "__main__":
         mp.spawn(worker, args=(2, sys.argv[1]), nprocs=2)
@@ -72,14 +71,9 @@ NONCOMPUTE = ("c10d::", "record_param_comms", "c10d_functional::", "_c10d_functi
 @pytest.fixture(scope="module")
 def gloo_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("gloo")
-    script = d / "job.py"
-    script.write_text(JOB)
     out = d / "traces"
     out.mkdir()
-    p = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
-                       timeout=300, check=False)  # fmt: skip
-    if p.returncode != 0:
-        pytest.fail(f"gloo job failed:\n{p.stderr[-3000:]}")
+    run_job(d / "job.py", JOB, str(out))
     (out / "store").unlink(missing_ok=True)
     return out
 

@@ -161,3 +161,80 @@ def test_device_idle_is_a_union_and_between_step_gaps_are_apart(tmp_path):
     assert la["host_bound_device_idle_ms_per_step"] == pytest.approx(15_000 / 2 / 1e6)
     per_stream = {r["stream"]: r for r in la["per_stream"]}
     assert per_stream[7]["host_bound_device_idle_ns"] == 15_000 + 30_000  # per gap
+
+
+def hip_rank() -> TraceBuilder:
+    """A ROCm-style stream 7: every HIP launch API, a blocking copy and a hipGraphLaunch.
+    (launch start, launch dur) -> device [start, end), in µs:
+
+    a hipExtModuleLaunchKernel (0, 2)   -> [5, 25)    delay 3; first on the stream
+    b hipModuleLaunchKernel    (30, 2)  -> [35, 36)   delay 3; host-bound 35-25=10; tiny
+    c hipExtLaunchKernel       (40, 2)  -> [45, 46)   delay 3; host-bound 9; tiny
+    d hipMemsetAsync           (50, 1)  -> [55, 60)   delay 4; host-bound 9
+    e hipMemcpyAsync           (62, 1)  -> [64, 70)   delay 1; host-bound 4
+    f hipMemcpyWithStream      (75, 30) -> [80, 100)  blocking: host-bound 10; no delay,
+                                                     no launch CPU, not tiny (20 < 30)
+    g hipGraphLaunch           (110, 5) -> [120, 121) [121, 122) [122, 123): one call,
+                                           delay 5 on the first only; host-bound 20
+    h hipLaunchKernel          (130, 2) -> [140, 141) delay 8; host-bound 17; tiny
+    launched 10 of 10; host-bound idle 10+9+9+4+10+20+17 = 79; tiny b, c, h: 3/10;
+    delays 3+3+3+4+1+5+8 = 27; launch CPU 2+2+2+1+1+5+2 = 15 (the graph call once);
+    graph candidate: b c d e (f, blocking, ends it): saving 10+9+9+4 = 32.
+    Before HIP names were known only h counted: 1 launched, 1 tiny -> "100 % tiny".
+    """
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 300)
+    for name, api, ls, ld, s, d, cat in [
+        ("a", "hipExtModuleLaunchKernel", 0, 2, 5, 20, "kernel"),
+        ("b", "hipModuleLaunchKernel", 30, 2, 35, 1, "kernel"),
+        ("c", "hipExtLaunchKernel", 40, 2, 45, 1, "kernel"),
+        ("d", "hipMemsetAsync", 50, 1, 55, 5, "gpu_memset"),
+        ("e", "hipMemcpyAsync", 62, 1, 64, 6, "gpu_memcpy"),
+        ("f", "hipMemcpyWithStream", 75, 30, 80, 20, "gpu_memcpy"),
+    ]:  # fmt: skip
+        b.kernel(f"k_{name}", stream=7, start=s, dur=d, launch=ls, launch_dur=ld,
+                 launch_name=api, cat=cat)  # fmt: skip
+    corr = b.runtime("hipGraphLaunch", 110, 5)
+    for start in (120, 121, 122):
+        b.events.append({"ph": "X", "cat": "kernel", "name": "k_graph", "pid": 0, "tid": 7,
+                         "ts": b._ts(start), "dur": 1,
+                         "args": {"device": 0, "stream": 7, "correlation": corr}})  # fmt: skip
+    b.kernel("k_h", stream=7, start=140, dur=1, launch=130, launch_dur=2,
+             launch_name="hipLaunchKernel")  # fmt: skip
+    return b
+
+
+def test_hip_launch_apis_and_hip_graphs(tmp_path):
+    trace, iv = load(tmp_path, hip_rank())
+    lt = launch_table(iv).sort_values("start", kind="stable")
+    assert lt["launched"].all()
+    assert lt["graph_launched"].tolist() == [False] * 6 + [True] * 3 + [False]
+    assert lt["blocking_launch"].tolist() == [False] * 5 + [True] + [False] * 4
+    assert lt["host_bound_idle_ns"].tolist() == [
+        0, 10_000, 9_000, 9_000, 4_000, 10_000, 20_000, 0, 0, 17_000,
+    ]  # fmt: skip
+    assert lt["launch_delay_ns"].tolist() == [
+        3_000, 3_000, 3_000, 4_000, 1_000, 0, 5_000, 0, 0, 8_000,
+    ]  # fmt: skip
+    assert lt["tiny"].tolist() == [False, True, True] + [False] * 6 + [True]
+    la = analyze_overheads(trace, iv, AnalysisConfig())["launches"]
+    assert (la["n_launched"], la["n_graph_launched"], la["n_blocking_launches"]) == (10, 3, 1)
+    assert la["host_bound_idle_ns"] == 79_000 and la["n_host_bound"] == 7
+    assert la["n_tiny"] == 3 and la["tiny_share"] == pytest.approx(0.3)
+    assert la["launch_delay"]["total_ns"] == 27_000 and la["launch_delay"]["count"] == 7
+    assert la["launch_cpu_ns"] == 15_000
+    assert la["n_graph_candidates"] == 1 and la["graph_saving_ns"] == 32_000
+    (c,) = la["graph_candidates"]
+    assert (c["n_intervals"], c["n_host_bound"], c["n_tiny"]) == (4, 4, 2)
+
+
+def test_unknown_launch_api_is_named_in_a_note(tmp_path):
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 100)
+    b.kernel("k1", stream=7, start=10, dur=5, launch=1)
+    b.kernel("k2", stream=7, start=30, dur=5, launch=20, launch_name="hipFutureLaunch")
+    trace, iv = load(tmp_path, b)
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    assert out["launches"]["n_launched"] == 1
+    (note,) = [n for n in out["notes"] if "not known launch APIs" in n]
+    assert "1 device interval(s)" in note and "(hipFutureLaunch 1)" in note

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
 import sys
-import textwrap
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from gloo_job import run_job
 from tracegen import MAIN_PID, MAIN_TID, TraceBuilder
 
 from domino_prof.errors import ConfigError, TraceError
@@ -596,42 +594,36 @@ def test_real_h200_nccl_traces_match_stdlib_json():
 # A real 2-process gloo trace                                                  #
 # --------------------------------------------------------------------------- #
 
-GLOO_SCRIPT = textwrap.dedent(
-    """
-    import os, sys
-    import torch, torch.distributed as dist, torch.multiprocessing as mp
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+GLOO_SCRIPT = """
+import os, sys
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    def work(rank, out):
-        dist.init_process_group("gloo", init_method="file://" + os.path.join(out, "init"),
-                                rank=rank, world_size=2)
-        x = torch.randn(64, 64)
-        def ready(p):
-            p.export_chrome_trace(os.path.join(out, "traces", f"rank{rank}.pt.trace.json"))
-        with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready,
-                     schedule=schedule(wait=0, warmup=1, active=2)) as prof:
-            for _ in range(3):
-                with record_function("fwd.layer_0"):
-                    y = x @ x
-                    dist.all_reduce(y)
-                prof.step()
-        dist.destroy_process_group()
+def work(rank, out):
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(out, "init"),
+                            rank=rank, world_size=2)
+    x = torch.randn(64, 64)
+    def ready(p):
+        p.export_chrome_trace(os.path.join(out, "traces", f"rank{rank}.pt.trace.json"))
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=ready,
+                 schedule=schedule(wait=0, warmup=1, active=2)) as prof:
+        for _ in range(3):
+            with record_function("fwd.layer_0"):
+                y = x @ x
+                dist.all_reduce(y)
+            prof.step()
+    clean_shutdown()
 
-    if __name__ == "__main__":
-        os.makedirs(os.path.join(sys.argv[1], "traces"), exist_ok=True)
-        mp.spawn(work, args=(sys.argv[1],), nprocs=2)
-    """
-)
+if __name__ == "__main__":
+    os.makedirs(os.path.join(sys.argv[1], "traces"), exist_ok=True)
+    mp.spawn(work, args=(sys.argv[1],), nprocs=2)
+"""
 
 
 @pytest.mark.slow
 def test_real_gloo_trace(tmp_path):
     pytest.importorskip("torch")
-    script = tmp_path / "gen.py"
-    script.write_text(GLOO_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True, env=env,
-                   timeout=300, capture_output=True)  # fmt: skip
+    run_job(tmp_path / "gen.py", GLOO_SCRIPT, str(tmp_path))
     t = load_trace(tmp_path / "traces")
     assert_schema(t.events)
     assert t.rank_ids == [0, 1]

@@ -21,7 +21,14 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.analysis.config import (
+    COMM_FAMILIES,
+    DTOD_COPY,
+    P2P_COPY,
+    USER_PATTERN,
+    AnalysisConfig,
+    CommFamily,
+)
 from domino_prof.errors import TraceError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
@@ -64,6 +71,8 @@ class Classified:
     ref_start: np.ndarray
     ref_end: np.ndarray
     notes: list[str] = field(default_factory=list)
+    # which kinds of comm were recognised: [{source, label, n_intervals, busy_ns}]
+    comm_sources: list[dict] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- #
@@ -189,11 +198,12 @@ class _Context:
 
 
 def _context(ev: pd.DataFrame) -> _Context:
-    ann_all = ev[ev["cat"].to_numpy() == "user_annotation"]
-    is_step = match_names(ann_all["name"], _STEP)
-    steps = ann_all[is_step]
+    cat = ev["cat"].to_numpy()
+    ann_all = ev[cat == "user_annotation"]
+    # ProfilerStep#N is a user_annotation; older traces write it as a cpu_op (Operator)
+    steps = ev[((cat == "user_annotation") | (cat == "cpu_op")) & match_names(ev["name"], _STEP)]
     step_n = steps["name"].astype(str).str.slice(len("ProfilerStep#")).astype(np.int64)
-    steps = steps.assign(step=step_n.to_numpy())
+    steps = steps.assign(step=step_n.to_numpy()).drop_duplicates(["rank", "step"])
     ann = ann_all[~match_names(ann_all["name"], _NOT_AN_OP)]
     backward = ev[match_names(ev["name"], _BACKWARD_CTX)]
     optimizer = ev[match_names(ev["name"], _OPTIMIZER_CTX)]
@@ -281,6 +291,38 @@ def classify(trace: Trace, config: AnalysisConfig) -> Classified:
     )
 
 
+_PTOP = re.compile(r"PtoP")
+_DTOD = re.compile(r"DtoD|PtoP|Device\s*->\s*Device|DeviceToDevice", re.IGNORECASE)
+
+
+def _family_of_names(names: pd.Series, config: AnalysisConfig) -> np.ndarray:
+    """Per row, the comm family whose regex names the kernel (first match in
+    COMM_FAMILIES order), or the user's pattern; evaluated once per distinct name."""
+    s = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    cats = [str(c) for c in s.cat.categories]
+    fams = [(f, re.compile(f.pattern, re.IGNORECASE)) for f in COMM_FAMILIES]
+    out = []
+    for c in cats:
+        hit = USER_PATTERN.key
+        if config.uses_default_families:
+            hit = next((f.key for f, rx in fams if rx.search(c)), USER_PATTERN.key)
+        out.append(hit)
+    mapped = np.array([*out, ""], dtype=object)
+    codes = s.cat.codes.to_numpy()
+    return mapped[np.where(codes >= 0, codes, len(cats))]
+
+
+def _comm_sources(source: np.ndarray, dur: np.ndarray) -> list[dict]:
+    known: list[CommFamily] = [*COMM_FAMILIES, P2P_COPY, DTOD_COPY, USER_PATTERN]
+    out = []
+    for f in known:  # a handful of families, not rows
+        m = source == f.key
+        if m.any():
+            out.append({"source": f.key, "label": f.label, "n_intervals": int(m.sum()),
+                        "busy_ns": int(dur[m].sum())})  # fmt: skip
+    return out
+
+
 def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) -> Classified:
     notes: list[str] = []
     dev = ev[is_dev]
@@ -288,12 +330,27 @@ def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) 
     cat = dev["cat"].astype(str).to_numpy()
     is_comm_name = match_names(dev["name"], config.comm_regex)
     kind = np.full(n, "memory", dtype=object)
+    source = np.full(n, "", dtype=object)
     is_kernel = cat == "kernel"
     kind[is_kernel] = "compute"
-    kind[is_kernel & is_comm_name] = "comm"
+    comm_k = is_kernel & is_comm_name
+    kind[comm_k] = "comm"
+    if comm_k.any():
+        source[comm_k] = _family_of_names(dev["name"], config)[comm_k]
+    # copies: between two devices they are comm (P2P); a same-device DtoD copy is memory
+    # unless --memcpy-as-comm (docs/METRICS.md "Device activity")
+    is_copy = cat == "gpu_memcpy"
+    src_d = dev["from_device"].to_numpy(np.int64)
+    dst_d = dev["to_device"].to_numpy(np.int64)
+    peer = is_copy & (
+        match_names(dev["name"], _PTOP) | ((src_d >= 0) & (dst_d >= 0) & (src_d != dst_d))
+    )
+    kind[peer] = "comm"
+    source[peer] = P2P_COPY.key
+    dtod = is_copy & ~peer & match_names(dev["name"], _DTOD)
     if config.memcpy_as_comm:
-        p2p = (cat == "gpu_memcpy") & match_names(dev["name"], re.compile("PtoP"))
-        kind[p2p] = "comm"
+        kind[dtod] = "comm"
+        source[dtod] = DTOD_COPY.key
 
     device = dev["device"].to_numpy(np.int64)
     device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))
@@ -350,7 +407,32 @@ def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) 
     rk, rs, re_ = iv.grouped_merge(
         _dense_dev(comp, frame), comp["start"].to_numpy(), comp["end"].to_numpy()
     )
-    return _with_ref(frame, rk, rs, re_, mode="gpu", notes=notes)
+    if not config.memcpy_as_comm and dtod.any():
+        notes += _dtod_note((rank, device, stream), kind, source, dtod, dur)
+    out = _with_ref(frame, rk, rs, re_, mode="gpu", notes=notes)
+    out.comm_sources = _comm_sources(source, dur)
+    return out
+
+
+def _dtod_note(streams: tuple, kind, source, dtod, dur) -> list[str]:
+    """Same-device DtoD copies stay memory; say so where they may carry a collective:
+    on a stream that runs comm kernels, or beside symmetric-memory/NVSHMEM comm (async
+    TP copies from peer buffers, which CUPTI can record as DtoD on one device)."""
+    key = tuple_ids(*streams)  # (rank, device, stream) per device interval
+    comm_streams = np.unique(key[kind == "comm"])
+    suspect = dtod & np.isin(key, comm_streams)
+    beside = bool(np.isin(source, ["symm_mem", "nvshmem"]).any())
+    if beside:
+        suspect = dtod
+    if not suspect.any():
+        return []
+    where = "beside symmetric-memory/NVSHMEM comm" if beside else "on streams that run comm"
+    note = (
+        f"{int(suspect.sum())} same-device DtoD copies ({dur[suspect].sum() / 1e6:.3f} ms) "
+        f"{where} were counted as memory; if they carry a collective (async-TP copies "
+        "from peer buffers), pass --memcpy-as-comm"
+    )
+    return [note]
 
 
 def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
@@ -459,7 +541,11 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
         xs[known],
         (xs + excl["dur"].to_numpy(np.int64))[known],
     )
-    return _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+    out = _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+    gl_dur = np.maximum(gl["dur"].to_numpy(np.int64), 0)
+    out.comm_sources = [{"source": "gloo", "label": "gloo collectives (CPU)",
+                         "n_intervals": n_g, "busy_ns": int(gl_dur.sum())}]  # fmt: skip
+    return out
 
 
 def leaf_ops(thread: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -8,13 +8,59 @@ from dataclasses import dataclass, field
 
 from domino_prof.errors import ConfigError
 
-# Device kernels that are communication (matched with ``re.search``, case-insensitive):
-#   ncclKernel_* / ncclDevKernel_* / ncclSymk* (NCCL and RCCL, which keeps NCCL names),
-#   rccl* (RCCL-only kernels), hccl* / hcom* (Huawei/Habana collective kernels),
-#   msccl* (MSCCL), and c10d-level names (``c10d::allreduce_``, ``nccl:all_reduce``,
-#   ``gloo:all_reduce``) for traces that record collectives as device spans under
-#   those names.
-DEFAULT_COMM_PATTERN = r"^(?:nccl|rccl|hccl|hcom|msccl|c10d::|gloo:)"
+
+@dataclass(frozen=True)
+class CommFamily:
+    """A named set of device kernels that are communication (docs/METRICS.md)."""
+
+    key: str
+    label: str
+    pattern: str  # searched (``re.search``) case-insensitively in the kernel name
+
+
+# Kernel names are demangled: templated kernels start with their return type ("void
+# userbuffers_fp16_sum_inplace_gpu_rw_ag<2>(...)"), kernels in an anonymous namespace
+# read "(anonymous namespace)::one_shot_all_reduce_kernel<...>", so the families below
+# other than NCCL's are searched anywhere in the name.
+COMM_FAMILIES: tuple[CommFamily, ...] = (
+    # ncclKernel_* / ncclDevKernel_* / ncclSymk* (NCCL and RCCL, which keeps NCCL names),
+    # rccl* (RCCL-only kernels), hccl* / hcom* (Huawei/Habana), msccl* (MSCCL)
+    CommFamily("nccl", "NCCL/RCCL/HCCL/MSCCL", r"^(?:void\s+)?(?:nccl|rccl|hccl|hcom|msccl)"),
+    # torch symmetric memory (torch/csrc/distributed/c10d/symm_mem): the one-/two-shot
+    # and multimem collectives, and barrier/put_signal/wait_signal of the async-TP ops
+    # (fused all-gather-matmul, matmul-reduce-scatter)
+    CommFamily(
+        "symm_mem",
+        "torch symmetric memory",
+        r"\b(?:multimem_all_reduce|multimem_one_shot_all_reduce|multimem_all_gather"
+        r"|one_shot_all_reduce|two_shot_all_reduce)_kernel|c10d::symmetric_memory::",
+    ),
+    # NVSHMEM / rocSHMEM: library kernels (*_on_stream_kernel collectives, nvshmemi_*)
+    # and torch's NVSHMEM ops (c10d::nvshmem_extension::allToAllV, ...)
+    CommFamily(
+        "nvshmem",
+        "NVSHMEM/rocSHMEM",
+        r"nvshmem|rocshmem|_on_stream_kernel\b",
+    ),
+    # DeepEP expert-parallel dispatch/combine (intranode, internode, internode_ll); its
+    # get_dispatch_layout is local compute
+    CommFamily(
+        "deepep",
+        "DeepEP",
+        r"\bdeep_ep::\w+::(?:cached_)?(?:notify_)?(?:dispatch|combine|notify|barrier)\b",
+    ),
+    # TransformerEngine (and TensorRT-LLM) userbuffers: userbuffers_fp16_sum_inplace_gpu_*,
+    # kuserbuffers_pushsend / pullrecv / ...
+    CommFamily("te_userbuffers", "TransformerEngine userbuffers", r"\bk?userbuffers_"),
+    # c10d-level names (c10d::allreduce_, gloo:all_reduce) recorded as device spans
+    # (last: c10d::symmetric_memory:: / c10d::nvshmem_extension:: name their families)
+    CommFamily("c10d", "c10d collective spans", r"^(?:c10d::|gloo:)"),
+)
+DEFAULT_COMM_PATTERN = "|".join(f"(?:{f.pattern})" for f in COMM_FAMILIES)
+# copies that are comm (gpu_memcpy events, not kernels): see classify
+P2P_COPY = CommFamily("p2p_copy", "peer-to-peer copies", "")
+DTOD_COPY = CommFamily("dtod_copy", "device-to-device copies (--memcpy-as-comm)", "")
+USER_PATTERN = CommFamily("user", "--comm-pattern", "")
 
 
 def combine_comm_pattern(user: str | None, *, replace: bool = False) -> str:
@@ -51,8 +97,9 @@ class AnalysisConfig:
     kernel comm. Build it from a user regex with :func:`combine_comm_pattern`
     (the CLI's ``--comm-pattern`` is OR-ed with :data:`DEFAULT_COMM_PATTERN`
     unless ``--comm-pattern-only`` is given).
-    ``memcpy_as_comm``: count peer-to-peer copies (``gpu_memcpy`` named ``Memcpy PtoP``)
-    as comm instead of memory.
+    ``memcpy_as_comm``: count every device-to-device copy (``gpu_memcpy`` named
+    ``Memcpy DtoD`` / ``Memcpy PtoP``) as comm; copies between two different devices
+    are comm without it.
     ``overhead_thresholds``: passed through to ``analysis.overheads`` (finding
     thresholds by key).
     """
@@ -69,6 +116,13 @@ class AnalysisConfig:
     @property
     def comm_regex(self) -> re.Pattern[str]:
         return _compile(self.comm_pattern, what="comm pattern")
+
+    @property
+    def uses_default_families(self) -> bool:
+        """Whether the default families are part of the pattern (plain default, or the
+        default OR-ed with a user regex by :func:`combine_comm_pattern`)."""
+        p = self.comm_pattern
+        return p == DEFAULT_COMM_PATTERN or p.startswith(f"(?:{DEFAULT_COMM_PATTERN})|(?:")
 
     def to_json(self) -> dict:
         return {

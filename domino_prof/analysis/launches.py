@@ -16,6 +16,10 @@ correlation). Per interval, on its stream in start order:
 - graph candidate: a maximal run (>= ``min_graph_run``) of consecutive intervals on a
   stream, within one iteration, each host-bound (its previous interval in the same
   iteration) or tiny; saving = sum of the run's host-bound idle (device-idle part too).
+- ``launch_cpu_ns``: the call's host time, once per call (its first interval).
+- Blocking copies (``hipMemcpyWithStream``, ``cudaMemcpy``, ...) are launches for
+  host-bound idle, but their call time is a wait: no launch delay, no launch CPU time,
+  never tiny, never in a graph candidate run.
 """
 
 from __future__ import annotations
@@ -37,11 +41,36 @@ from domino_prof.analysis.switches import (
     stats_ns,
 )
 
-LAUNCH_APIS: tuple[str, ...] = (
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cudaGraphLaunch", "hipLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
+# Calls that put device work on a stream (joined to it by correlation), without CUPTI's
+# ``_vNNNNN`` suffix (docs/METRICS.md "Kernel launches" and its Extension).
+KERNEL_LAUNCH_APIS: tuple[str, ...] = (
+    # CUDA runtime / driver
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+    # HIP (hipBLASLt GEMMs come through hipExtModuleLaunchKernel)
+    "hipLaunchKernel", "hipLaunchKernelExC", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipLaunchCooperativeKernel",
+    "hipModuleLaunchCooperativeKernel",
+)  # fmt: skip
+COPY_LAUNCH_APIS: tuple[str, ...] = (
+    "cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpyPeerAsync", "cudaMemsetAsync",
+    "cudaMemset2DAsync", "cuMemcpyAsync", "cuMemcpyPeerAsync", "cuMemcpyDtoDAsync",
+    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD8Async", "cuMemsetD16Async",
+    "cuMemsetD32Async",
+    "hipMemcpyAsync", "hipMemcpy2DAsync", "hipMemcpyPeerAsync", "hipMemcpyDtoDAsync",
+    "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemsetAsync", "hipMemsetD8Async",
+    "hipMemsetD16Async", "hipMemsetD32Async",
 )  # fmt: skip
 GRAPH_APIS: tuple[str, ...] = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
+# Copies/sets whose call returns only when the work is done: they are launches (the gap
+# before them is host-bound) but their call time is a wait, not launch overhead, so they
+# have no launch delay, add no launch CPU time and are never tiny.
+BLOCKING_LAUNCH_APIS: tuple[str, ...] = (
+    "hipMemcpyWithStream", "hipMemcpy", "hipMemset", "cudaMemcpy", "cudaMemset",
+)  # fmt: skip
+LAUNCH_APIS: tuple[str, ...] = (
+    KERNEL_LAUNCH_APIS + COPY_LAUNCH_APIS + GRAPH_APIS + BLOCKING_LAUNCH_APIS
+)
 
 
 def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
@@ -55,12 +84,16 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     launched = iv["api"].isin(LAUNCH_APIS).to_numpy() & (iv["launch_start"] >= 0).to_numpy()
     iv["launched"] = launched
     iv["graph_launched"] = iv["api"].isin(GRAPH_APIS).to_numpy() & launched
-    iv["launch_cpu_ns"] = np.where(launched, iv["launch_end"] - iv["launch_start"], 0)
+    blocking = iv["api"].isin(BLOCKING_LAUNCH_APIS).to_numpy() & launched
+    iv["blocking_launch"] = blocking
     # first device interval of each launch call (graph launches run many)
     first = ~iv.sort_values("start", kind="stable").duplicated(["rank", "correlation"])
     first = first.reindex(iv.index).to_numpy() | (iv["correlation"] < 0).to_numpy()
+    call_ns = np.where(launched, iv["launch_end"] - iv["launch_start"], 0)
+    # a call's host time counts once (on its first interval), and not for blocking calls
+    iv["launch_cpu_ns"] = np.where(first & ~blocking, call_ns, 0)
     delay_raw = (iv["start"] - iv["launch_end"]).to_numpy(np.int64)
-    iv["delay_counted"] = launched & first
+    iv["delay_counted"] = launched & first & ~blocking
     iv["delay_negative"] = iv["delay_counted"] & (delay_raw < 0)
     iv["launch_delay_ns"] = np.where(iv["delay_counted"], np.clip(delay_raw, 0, None), 0)
     prev_end = iv["prev_end"].to_numpy(np.int64)
@@ -80,7 +113,8 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     iv["tiny"] = (
         launched
         & ~iv["graph_launched"].to_numpy()
-        & (iv["dur"].to_numpy(np.int64) < iv["launch_cpu_ns"].to_numpy(np.int64))
+        & ~blocking
+        & (iv["dur"].to_numpy(np.int64) < call_ns)
     )
     return iv
 
@@ -127,6 +161,7 @@ def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
     same_it = lt["prev_iteration"].to_numpy() == lt["iteration"].to_numpy()
     hb_in = lt["host_bound"].to_numpy() & same_it
     flag = (hb_in | lt["tiny"].to_numpy()) & ~lt["graph_launched"].to_numpy()
+    flag &= ~lt["blocking_launch"].to_numpy()  # a blocking copy cannot join a graph
     flag &= lt["iteration"].to_numpy() >= 0
     if not flag.any():
         return pd.DataFrame(columns=cols)
@@ -222,11 +257,20 @@ def summarize_launches(
     notes: list[str] = []
     lt = launch_table(intervals)
     n_launched = int(lt["launched"].sum())
+    other = lt.loc[~lt["launched"] & (lt["launch_start"] >= 0).to_numpy(), "api"]
+    if len(other):  # joined to a call that is not a known launch API: say which
+        top = other.value_counts().head(3)
+        listed = ", ".join(f"{k} {v}" for k, v in top.items())
+        notes.append(
+            f"kernel launches: {len(other)} device interval(s) are joined to calls that are "
+            f"not known launch APIs ({listed}); they are not counted as launched "
+            "(docs/METRICS.md lists the launch APIs)."
+        )
     if n_launched == 0:
         notes.append(
             "kernel launches: not computed: no device interval is joined to a launch call "
-            f"({', '.join(LAUNCH_APIS)}); the trace has no cuda_runtime/cuda_driver events "
-            "or their correlations are missing."
+            "(a CUDA/HIP kernel, copy, memset or graph launch API; docs/METRICS.md lists "
+            "them); the trace has no runtime/driver events or their correlations are missing."
         )
         return {"computed": False}, notes
     n_neg = int(lt["delay_negative"].sum())
@@ -301,6 +345,8 @@ def summarize_launches(
         "n_launched": n_launched,
         "n_without_launch_call": n_unlaunched,
         "n_negative_delay": n_neg,
+        "n_graph_launched": int(lt["graph_launched"].sum()),
+        "n_blocking_launches": int(lt["blocking_launch"].sum()),
         "launch_cpu_ns": int(lt["launch_cpu_ns"].sum()),
         "launch_delay": stats_ns(counted["launch_delay_ns"]),
         "n_host_bound": int(lt["host_bound"].sum()),

@@ -195,6 +195,11 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     )  # fmt: skip
     tables = overlap_tables(cl, ranks)
     notes = list(cl.notes)
+    renamed = {k: v for m in trace.ranks.values() for k, v in m.renamed_categories.items()}
+    if renamed:
+        pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(renamed.items()))
+        notes.append(f"older Kineto trace format: categories read as today's ({pairs})")
+    notes += _negative_duration_notes(trace)
     for path, why in trace.skipped:
         notes.append(f"skipped {path}: {why}")
     n_out = int((cl.intervals["iteration"] < 0).sum())
@@ -203,18 +208,43 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     no_comm = [int(x) for x in tables["by_rank"].query("comm_ns == 0")["rank"]]
     if no_comm:
         notes.append(f"ranks without comm (hidden % undefined): {no_comm}")
+    totals = totals_of(tables, cl.intervals)
+    totals["comm_sources"] = cl.comm_sources
+    totals["n_negative_durations"] = sum(
+        sum(m.negative_durations.values()) for m in trace.ranks.values()
+    )
     a = Analysis(
         config=config,
         source=trace.source,
         ranks=ranks,
         mode=cl.mode,
         intervals=cl.intervals,
-        totals=totals_of(tables, cl.intervals),
+        totals=totals,
         notes=notes,
         **tables,
     )
     a.overheads = _overheads(trace, a, config)
     return a
+
+
+NEGATIVE_DURATION = "negative duration"  # in the notes below (check repeats them)
+
+
+def _negative_duration_notes(trace: Trace) -> list[str]:
+    out = []
+    for r, m in sorted(trace.ranks.items()):
+        if not m.negative_durations:
+            continue
+        n = sum(m.negative_durations.values())
+        per = ", ".join(f"{c} {k}" for c, k in sorted(m.negative_durations.items()))
+        cat, name, dur = m.worst_negative or ("?", "?", 0)
+        out.append(
+            f"rank {r}: {n} event(s) with a {NEGATIVE_DURATION} ({per}; worst: {cat} "
+            f"{name[:60]!r}, dur {dur / 1000:g} µs) read as 0 ns: the time they carried "
+            f"(comm, if a comm kernel) is missing from every figure; the trace {m.path} "
+            "is damaged: re-export it"
+        )
+    return out
 
 
 def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict:

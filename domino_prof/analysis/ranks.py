@@ -11,19 +11,43 @@ Definitions: ``docs/METRICS.md`` "Across ranks" (and its "Extension:" notes).
   the instances it shares with the reference host (the host of the lowest rank), of
   (median kernel end on the reference host - median kernel end on that host). The
   offset is added to that host's times and reported.
+- Confidence (docs/METRICS.md "Extension: matching with confidence"): copies and
+  point-to-point kernels are not collectives and are left out; in order matching a
+  (group, collective, iteration) whose ranks have different counts, and any group
+  where one instance's kernel names or sizes disagree across ranks, is dropped
+  (noted); if a matched instance does not overlap in time across ranks on the common
+  clock (the latest start after some rank's kernel had already ended), the ranks
+  profiled different steps or their clocks disagree: nothing is reported.
 - arrival skew = latest start - earliest start (aligned). The late rank is the one
   with the latest start (lowest rank on a tie; none when skew is 0). ``transfer`` =
   the late rank's kernel duration (it did not wait for a peer); ``wait_share`` =
-  skew / (skew + transfer). A rank's ``wait`` = latest start - its own start, summed.
+  skew / (skew + transfer). A rank's ``wait`` = latest start - its own start; per
+  step, the union of its wait intervals ``[own start, latest start)``.
+- Invariant: no per-step figure exceeds its step (a rank's wait per iteration <= its
+  wall; an iteration's skew union <= the iteration's extent over ranks). A violation
+  means the matching is wrong: nothing is reported (noted).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis import intervals as iv
 from domino_prof.analysis.switches import stats_ns
 from domino_prof.trace.schema import Trace
+
+# comm that is not a collective with arrivals on every rank: copies (one-sided) and
+# point-to-point send/recv kernels are not matched across ranks
+_NOT_COLLECTIVE = re.compile(
+    r"^Memcpy|SendRecv|(?:^|[:_\s])(?:send|recv)(?:$|[_\s(])", re.IGNORECASE
+)
+# sizes legitimately differ across ranks for these (uneven splits)
+_UNEVEN_SIZES = re.compile(r"all_?to_?all|alltoallv?|all_to_allv", re.IGNORECASE)
+# slack for "overlaps in time" on a common clock (GPU->host timestamp conversion)
+OVERLAP_SLACK_NS = 1_000
 
 
 def _comm_with_group(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
@@ -36,33 +60,50 @@ def _comm_with_group(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
             "name": comm["name"].astype(str).to_numpy(),
             "coll_name": comm["coll_name"].astype(str).to_numpy() if "coll_name" in comm else "",
             "iteration": comm["iteration"].to_numpy(np.int64),
+            "stream": comm["stream"].to_numpy(np.int64),
+            "nelems": comm["msg_nelems"].to_numpy(np.int64)
+            if "msg_nelems" in comm
+            else np.full(len(comm), -1, np.int64),
         }
     )
+    coll = np.where(c["coll_name"] != "", c["coll_name"], c["name"])
+    p2p = pd.Series(coll).str.contains(_NOT_COLLECTIVE).to_numpy(bool) | c["name"].str.startswith(
+        "Memcpy"
+    ).to_numpy(bool)
+    c = c.loc[~p2p].reset_index(drop=True)
     if "pg_name" in comm and "seq" in comm:
         c["pg_name"] = comm["pg_name"].astype(str).to_numpy()
         c["seq"] = comm["seq"].to_numpy(np.int64)
         return c
     ev = trace.events
-    m = (ev["seq"] >= 0) | (ev["pg_name"] != "")
+    m = ((ev["seq"] >= 0) | (ev["pg_name"] != "")).to_numpy()
+    stream = np.where(ev["stream"].to_numpy() >= 0, ev["stream"].to_numpy(), ev["tid"].to_numpy())
+    # the interval's own event: same rank, start, name and stream (two groups may
+    # launch the same kernel at the same time on different streams)
     tags = pd.DataFrame(
         {
             "rank": ev.loc[m, "rank"].to_numpy(np.int64),
             "start": ev.loc[m, "ts"].to_numpy(np.int64),
             "name": ev.loc[m, "name"].astype(str).to_numpy(),
+            "stream": stream[m].astype(np.int64),
             "pg_name": ev.loc[m, "pg_name"].astype(str).to_numpy(),
             "seq": ev.loc[m, "seq"].to_numpy(np.int64),
         }
-    ).drop_duplicates(["rank", "start", "name"])
-    c = c.merge(tags, on=["rank", "start", "name"], how="left")
+    ).drop_duplicates(["rank", "start", "name", "stream"])
+    c = c.merge(tags, on=["rank", "start", "name", "stream"], how="left")
     c["pg_name"] = c["pg_name"].fillna("")
     c["seq"] = c["seq"].fillna(-1).astype(np.int64)
     return c
 
 
-def collective_instances(trace: Trace, intervals: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def collective_instances(
+    trace: Trace, intervals: pd.DataFrame
+) -> tuple[pd.DataFrame, str, list[str]]:
     """One row per (instance, rank): iid, rank, start, end, iteration, pg_name, key, coll.
 
-    Returns (frame, matching) with matching "process_group+seq" or "order_within_group".
+    Returns (frame, matching, dropped) with matching "process_group+seq" or
+    "order_within_group" and ``dropped`` the reasons groups were left out (one line
+    each): instances that cannot be matched with confidence are not in the frame.
     """
     c = _comm_with_group(trace, intervals)
     c["coll"] = np.where(c["coll_name"] != "", c["coll_name"], c["name"])
@@ -70,6 +111,7 @@ def collective_instances(trace: Trace, intervals: pd.DataFrame) -> tuple[pd.Data
         matching = "process_group+seq"
         c["key"] = c["seq"]
         keys = ["pg_name", "key"]
+        group = ["pg_name"]
     else:
         matching = "order_within_group"
         c = c.sort_values(["rank", "start"], kind="stable")
@@ -77,15 +119,73 @@ def collective_instances(trace: Trace, intervals: pd.DataFrame) -> tuple[pd.Data
         # different collectives (steps are numbered alike on every rank)
         c["key"] = c.groupby(["rank", "pg_name", "coll", "iteration"], sort=False).cumcount()
         keys = ["pg_name", "coll", "iteration", "key"]
-    aggs = {"start": ("start", "min"), "end": ("end", "max")}
+        group = ["pg_name", "coll", "iteration"]
+    aggs = {
+        "start": ("start", "min"),
+        "end": ("end", "max"),
+        "name": ("name", "first"),
+        "nelems": ("nelems", "max"),
+    }
     for col in ("iteration", "coll"):
         if col not in keys:
             aggs[col] = (col, "first")
     per = c.groupby(keys + ["rank"], sort=True).agg(**aggs).reset_index()
     per["iid"] = per.groupby(keys, sort=True).ngroup()
+    per, dropped = _drop_unconfident(per, group, matching)
     n = per.groupby("iid")["rank"].transform("size")
     per = per.loc[n >= 2].reset_index(drop=True)
-    return per, matching
+    return per.drop(columns=["name", "nelems"]), matching, dropped
+
+
+def _drop_unconfident(
+    per: pd.DataFrame, group: list[str], matching: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """Leave out the groups whose instances cannot be matched with confidence."""
+    dropped: list[str] = []
+    if per.empty:
+        return per, dropped
+    bad = pd.Series(False, index=per.index)
+    if matching == "order_within_group":
+        # every rank in a (group, collective, iteration) must have as many arrivals
+        # (counted before instances seen on one rank only are dropped)
+        cnt = per.groupby([*group, "rank"], sort=False)["key"].transform("size")
+        lo = cnt.groupby([per[g] for g in group]).transform("min")
+        hi = cnt.groupby([per[g] for g in group]).transform("max")
+        uneven = lo != hi
+        if uneven.any():
+            ex = per.loc[uneven].iloc[0]
+            same = np.logical_and.reduce([(per[g] == ex[g]).to_numpy() for g in group])
+            cr = per.loc[same].groupby("rank")["key"].size().to_dict()
+            n_g = per.loc[uneven, group].drop_duplicates().shape[0]
+            dropped.append(
+                f"{n_g} (group, collective, step) set(s) have different counts on different "
+                f"ranks (e.g. {ex['coll']!r} in step {int(ex['iteration'])}: "
+                + ", ".join(f"rank {r} {k}" for r, k in sorted(cr.items()))
+                + ")"
+            )
+            bad |= uneven
+    # one instance: the same kernel (collective) and, where both are known, the same size
+    names_differ = per.groupby("iid", sort=False)["name"].transform("nunique") > 1
+    pos = per["nelems"].where(per["nelems"] >= 0).groupby(per["iid"], sort=False)
+    sizes_differ = (pos.transform("max") > pos.transform("min")) & ~per["coll"].str.contains(
+        _UNEVEN_SIZES
+    ).to_numpy(bool)
+    for what, m in (("kernel names", names_differ), ("message sizes", sizes_differ)):
+        if m.any():
+            ex = per.loc[m].iloc[0]
+            inst = per.loc[per["iid"] == ex["iid"]]
+            vals = "nelems" if what == "message sizes" else "name"
+            shown = ", ".join(f"rank {int(r)} {v!r}"[:80] for r, v in zip(inst["rank"],
+                                                                         inst[vals]))  # fmt: skip
+            n_g = per.loc[m, group].drop_duplicates().shape[0]
+            dropped.append(
+                f"{n_g} group(s) pair instances whose {what} differ across ranks "
+                f"(e.g. {ex['coll']!r}: {shown})"
+            )
+            # the whole group is suspect: its order (or numbering) does not line up
+            grp = per.loc[m, group].drop_duplicates()
+            bad |= per.set_index(group).index.isin(grp.set_index(group).index)
+    return per.loc[~bad.to_numpy()].reset_index(drop=True), dropped
 
 
 def align_hosts(
@@ -162,6 +262,91 @@ def instance_skew(inst: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def implausible(inst: pd.DataFrame, slack_ns: dict[str, int]) -> pd.DataFrame:
+    """Instances that do not overlap in time across ranks on the common clock: the latest
+    aligned start comes after some rank's kernel had ended (more than the slack of the
+    hosts involved). A collective cannot finish on one rank before a peer joins, so
+    such a pairing is wrong (different steps profiled, or clocks that disagree)."""
+    g = inst.groupby("iid", sort=True)
+    slack = inst["host"].map(slack_ns).fillna(OVERLAP_SLACK_NS).groupby(inst["iid"]).max()
+    out = pd.DataFrame({"latest": g["a_start"].max(), "first_end": g["a_end"].min()})
+    out["gap_ns"] = out["latest"] - out["first_end"]
+    return out.loc[out["gap_ns"] > slack.reindex(out.index)]
+
+
+def per_step_waits(inst: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, iteration): ``wait_ns`` = |∪ [own aligned start, latest aligned start)|
+    over the rank's instances (concurrent collectives count once)."""
+    latest = inst.groupby("iid")["a_start"].transform("max")
+    key = inst[["rank", "iteration"]].drop_duplicates().sort_values(["rank", "iteration"])
+    key = key.reset_index(drop=True)
+    idx = pd.MultiIndex.from_frame(key).get_indexer(pd.MultiIndex.from_frame(inst[["rank",
+                                                                                  "iteration"]]))  # fmt: skip
+    key["wait_ns"] = iv.grouped_union_length(
+        idx, inst["a_start"].to_numpy(np.int64), latest.to_numpy(np.int64), len(key)
+    )
+    return key
+
+
+def per_iteration_skew(per: pd.DataFrame) -> pd.DataFrame:
+    """Per iteration >= 0: n_instances, skew_total_ns = |∪ [earliest, latest)| of its
+    instances (concurrent collectives count once), max_skew_ns."""
+    pi = per.loc[per["iteration"] >= 0]
+    cols = ["iteration", "n_instances", "skew_total_ns", "max_skew_ns"]
+    if pi.empty:
+        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+    its = np.sort(pi["iteration"].unique())
+    k = np.searchsorted(its, pi["iteration"].to_numpy())
+    out = pd.DataFrame({"iteration": its})
+    out["n_instances"] = np.bincount(k, minlength=len(its)).astype(np.int64)
+    out["skew_total_ns"] = iv.grouped_union_length(
+        k, pi["earliest"].to_numpy(np.int64), pi["latest"].to_numpy(np.int64), len(its)
+    )
+    out["max_skew_ns"] = pi.groupby("iteration")["skew_ns"].max().reindex(its).to_numpy()
+    return out
+
+
+def step_invariant_violations(
+    waits: pd.DataFrame, per_it: pd.DataFrame, intervals: pd.DataFrame, offsets: dict[int, int]
+) -> list[str]:
+    """Per-step figures that exceed their step: a rank's wait in an iteration above that
+    rank's wall (its device span in the iteration), an iteration's skew above the
+    iteration's extent over ranks (aligned). Empty when the figures are consistent."""
+    d = intervals.loc[intervals["iteration"] >= 0, ["rank", "iteration", "start", "end"]]
+    if d.empty:
+        return []
+    span = d.groupby(["rank", "iteration"]).agg(first=("start", "min"), last=("end", "max"))
+    span = span.reset_index()
+    span["wall_ns"] = span["last"] - span["first"]
+    out = []
+    w = waits.merge(span, on=["rank", "iteration"], how="inner")
+    over = w.loc[w["wait_ns"] > w["wall_ns"]]
+    if len(over):
+        r = over.iloc[0]
+        out.append(
+            f"rank {int(r['rank'])} would wait {r['wait_ns'] / 1e6:.3f} ms in step "
+            f"{int(r['iteration'])}, whose wall is {r['wall_ns'] / 1e6:.3f} ms"
+        )
+    off = span["rank"].map(offsets).fillna(0).astype(np.int64)
+    span = span.assign(a_first=span["first"] + off, a_last=span["last"] + off)
+    ext = span.groupby("iteration").agg(a_first=("a_first", "min"), a_last=("a_last", "max"))
+    ext = (ext["a_last"] - ext["a_first"]).rename("extent_ns").reset_index()
+    s = per_it.merge(ext, on="iteration", how="inner")
+    over = s.loc[s["skew_total_ns"] > s["extent_ns"]]
+    if len(over):
+        r = over.iloc[0]
+        out.append(
+            f"step {int(r['iteration'])} would have {r['skew_total_ns'] / 1e6:.3f} ms of "
+            f"skew in {r['extent_ns'] / 1e6:.3f} ms"
+        )
+    return out
+
+
+def _not_computed(matching: str, notes: list[str], why: str, **extra) -> tuple[dict, list[str]]:
+    notes.append(f"across ranks: not computed: {why}; no skew or cross-rank wait is reported.")
+    return {"computed": False, "matching": matching, "reason": why, **extra}, notes
+
+
 def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tuple[dict, list[str]]:
     """The "across_ranks" section (plain Python values) and notes on what is missing."""
     notes: list[str] = []
@@ -170,11 +355,16 @@ def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tup
         notes.append("across ranks: not computed: the trace has one rank; load all ranks' "
                      "files (a directory) to match collectives across ranks.")  # fmt: skip
         return {"computed": False}, notes
-    inst, matching = collective_instances(trace, intervals)
+    inst, matching, dropped = collective_instances(trace, intervals)
+    for why in dropped:
+        notes.append(f"across ranks: left out, cannot be matched with confidence: {why}.")
     if inst.empty:
-        notes.append("across ranks: not computed: no comm interval was found on two or "
-                     "more ranks under one collective key.")  # fmt: skip
-        return {"computed": False, "matching": matching}, notes
+        why = (
+            "no collective could be matched with confidence across ranks"
+            if dropped
+            else "no comm interval was found on two or more ranks under one collective key"
+        )
+        return _not_computed(matching, notes, why)
     metas = trace.ranks
     hosts_given = {r: metas[r].host for r in rank_ids if r in metas and metas[r].host}
     if not hosts_given:
@@ -183,13 +373,39 @@ def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tup
     host_of = {r: hosts_given.get(r, "(unknown host)") for r in rank_ids}
     inst, hosts_tbl, anotes = align_hosts(inst, host_of)
     notes += anotes
+    if inst.empty:
+        return _not_computed(matching, notes, "no collective is shared by aligned ranks")
+    slack = {
+        h["host"]: max(OVERLAP_SLACK_NS, int(np.ceil(h["residual_p95_ns"]))) for h in hosts_tbl
+    }
+    bad = implausible(inst, slack)
+    if len(bad):
+        ex = bad.sort_values("gap_ns", ascending=False, kind="stable").iloc[0]
+        row = inst.loc[inst["iid"] == ex.name].sort_values("a_start")
+        late, first = row.iloc[-1], row.loc[row["a_end"].idxmin()]
+        why = (
+            f"{len(bad)} of {inst['iid'].nunique()} matched collectives do not overlap in "
+            f"time across ranks (e.g. {late['coll']!r}: rank {int(late['rank'])} starts "
+            f"{ex['gap_ns'] / 1e6:.3f} ms after rank {int(first['rank'])}'s kernel ended): "
+            "the ranks profiled different steps or their clocks disagree"
+        )
+        return _not_computed(matching, notes, why, n_implausible=len(bad))
     per = instance_skew(inst)
-    # each rank's wait: latest arrival - own arrival, per instance
+    waits = per_step_waits(inst)
+    per_it = per_iteration_skew(per)
+    offsets = {r: next((h["offset_ns"] for h in hosts_tbl if r in h["ranks"]), 0) for r in rank_ids}
+    broken = step_invariant_violations(waits, per_it, intervals, offsets)
+    if broken:
+        why = "a per-step figure would exceed its step (" + "; ".join(broken) + ")"
+        return _not_computed(matching, notes, why)
+    # each rank's wait: latest arrival - own arrival, per instance (totals) / union per step
     latest = inst["iid"].map(per.set_index("iid")["latest"])
     inst = inst.assign(wait_ns=(latest - inst["a_start"]).astype(np.int64))
-    steps = inst.loc[inst["iteration"] >= 0]
+    steps = waits.loc[waits["iteration"] >= 0]
     n_steps = steps.groupby("rank")["iteration"].nunique()
-    strag = inst.groupby("rank").agg(n_instances=("iid", "size"), wait_ns=("wait_ns", "sum"))
+    strag = inst.groupby("rank").agg(n_instances=("iid", "size"))
+    strag["wait_ns"] = waits.groupby("rank")["wait_ns"].sum().reindex(strag.index).fillna(0)
+    strag["wait_ns"] = strag["wait_ns"].astype(np.int64)
     strag["wait_ms_per_step"] = (steps.groupby("rank")["wait_ns"].sum() / n_steps / 1e6).reindex(
         strag.index
     )
@@ -205,11 +421,6 @@ def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tup
                               kind="stable")  # fmt: skip
     top = strag.iloc[0]
     late_rank = int(top["rank"]) if top["skew_caused_ns"] > 0 else None
-    pi = per.loc[per["iteration"] >= 0]
-    per_it = pi.groupby("iteration").agg(
-        n_instances=("iid", "size"), skew_total_ns=("skew_ns", "sum"),
-        max_skew_ns=("skew_ns", "max"),
-    ).reset_index()  # fmt: skip
     wait_total = int(per["skew_ns"].sum())
     transfer_total = int(per["transfer_ns"].sum())
     denom = wait_total + transfer_total
@@ -224,13 +435,16 @@ def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tup
         "matching": matching,
         "n_ranks": len(rank_ids),
         "n_instances": len(per),
+        "n_left_out_groups": len(dropped),
         "hosts": hosts_tbl,
         "skew": stats_ns(per["skew_ns"]),
         "wait_ns": wait_total,
         "transfer_ns": transfer_total,
         "wait_share": wait_total / denom if denom > 0 else None,
         "late_rank": late_rank,
-        "skew_ms_per_step": float(pi["skew_ns"].sum()) / len(per_it) / 1e6 if len(per_it) else None,
+        "skew_ms_per_step": float(per_it["skew_total_ns"].sum()) / len(per_it) / 1e6
+        if len(per_it)
+        else None,
         "max_wait_ms_per_step": float(max_wait) if pd.notna(max_wait) else None,
         "stragglers": strag.to_dict("records"),
         "per_iteration": per_it.to_dict("records"),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import typer
 
-from domino_prof.errors import DominoProfError
+from domino_prof.errors import ConfigError, DominoProfError
 
 F = TypeVar("F", bound=Callable)
 
@@ -34,3 +36,37 @@ def user_errors(fn: F) -> F:
             raise fail("interrupted", 130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def write_outputs(
+    files: list[tuple[Path, bytes | str]],
+    *,
+    append: list[tuple[Path, bytes | str]] | None = None,
+    example: str = "out.html",
+) -> None:
+    """Write a command's output files all or nothing (``io.atomic_write_all``); a path
+    that cannot be written is one ConfigError (exit 2) naming it and the fix."""
+    from domino_prof.io import atomic_write_all
+
+    def data(x: bytes | str) -> bytes:
+        return x.encode("utf-8") if isinstance(x, str) else x
+
+    for p, _ in [*files, *(append or [])]:
+        if Path(p).is_dir():
+            raise ConfigError(f"{p} is a directory; give a file name such as {Path(p) / example}")
+    try:
+        atomic_write_all([(p, data(x)) for p, x in files],
+                         append=[(p, data(x)) for p, x in append or []])  # fmt: skip
+    except OSError as e:
+        where = e.filename or (files[0][0] if files else "output")
+        written = "" if len(files) + len(append or []) < 2 else " (no output was written)"
+        raise ConfigError(
+            f"cannot write {where} ({e.strerror or e}){written}; choose a writable file path"
+        ) from None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return False

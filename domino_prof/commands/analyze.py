@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import user_errors
+from domino_prof.commands._common import user_errors, write_outputs
 from domino_prof.errors import ConfigError
 
 NA = "n/a"
@@ -94,6 +94,15 @@ def headline(a) -> str:
         f"{t['n_ranks']} rank(s), {t['n_iterations']} iteration(s) | "
         f"comm {ms(t['comm_ns'])} ms, exposed {ms(t['exposed_ns'])} ms | {a.mode} trace"
     )
+
+
+def comm_sources_line(a) -> str:
+    """Which kinds of comm the patterns recognised (docs/METRICS.md), with counts."""
+    src = a.totals.get("comm_sources") or []
+    if not src:
+        return "comm recognised: none"
+    parts = [f"{s['label']} {s['n_intervals']} ({ms(s['busy_ns'])} ms)" for s in src]
+    return "comm recognised: " + ", ".join(parts)
 
 
 def rank_table(a, *, top: int):
@@ -202,6 +211,7 @@ def print_summary(a, *, by: By | None, top: int, console=None) -> None:
     console = console or Console()
     console.print(f"[bold]domino-prof analyze[/bold] {a.source}")
     console.print(headline(a), soft_wrap=True, highlight=False)
+    console.print(comm_sources_line(a), soft_wrap=True, highlight=False, markup=False)
     console.print(rank_table(a, top=top))
     ops = top_ops_table(a, top=top)
     if ops is not None:
@@ -239,7 +249,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 help="Extra regex (re.search, "
                 "case-insensitive) for comm kernels, OR-ed with the default "
-                "(nccl/rccl/hccl/...)."
+                "(NCCL/RCCL, symmetric memory, NVSHMEM, DeepEP, userbuffers; docs/METRICS.md)."
             ),
         ] = None,
         comm_pattern_only: Annotated[
@@ -252,7 +262,9 @@ def register(app: typer.Typer) -> None:
         memcpy_as_comm: Annotated[
             bool,
             typer.Option(
-                "--memcpy-as-comm", help="Count peer-to-peer copies (Memcpy PtoP) as comm."
+                "--memcpy-as-comm",
+                help="Also count same-device DtoD copies as comm (e.g. async-TP copies from "
+                "peer buffers); copies between devices are comm anyway.",
             ),
         ] = False,
         by: Annotated[
@@ -282,7 +294,6 @@ def register(app: typer.Typer) -> None:
         """Exact comm/compute overlap per rank, stream, op, phase and iteration."""
         from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
         from domino_prof.analysis import analyze as run_analysis
-        from domino_prof.io import atomic_write_json
         from domino_prof.trace import load_trace
 
         by_choice = _parse_by(by)
@@ -293,17 +304,22 @@ def register(app: typer.Typer) -> None:
             memcpy_as_comm=memcpy_as_comm,
             overhead_thresholds=parse_thresholds(threshold),
         )
+        report = _import_report() if html is not None else None  # before a long load
         trace = load_trace(path, rank=rank, skip_bad=skip_bad)
         a = run_analysis(trace, config)
+        outputs: list[tuple[Path, str]] = []
         if json_out is not None and str(json_out) == "-":
             sys.stdout.write(json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
         else:
             print_summary(a, by=by_choice, top=top)
             if json_out is not None:
-                _write(json_out, lambda p: atomic_write_json(p, a.to_json()))
-        if html is not None:
-            report = _import_report()
-            _write(html, lambda p: report.write_report(a, p))
+                outputs.append(
+                    (json_out, json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
+                )
+        if report is not None:
+            outputs.append((html, report.render_report(a)))
+        # all or nothing: a failed --html leaves no --json that looks complete
+        write_outputs(outputs, example="analysis.json")
 
 
 def _parse_by(by: str | None) -> By | None:
@@ -324,14 +340,3 @@ def _import_report():
             f"--html needs the report dependencies ({e.name} is missing); "
             "pip install 'domino-prof' with plotly"
         ) from None
-
-
-def _write(path: Path, write) -> None:
-    try:
-        write(path)
-    except (IsADirectoryError, PermissionError, FileNotFoundError, NotADirectoryError) as e:
-        raise ConfigError(
-            f"cannot write {path} ({e.strerror or e}); choose a writable file path"
-        ) from None
-    except OSError as e:
-        raise ConfigError(f"cannot write {path} ({e}); choose a writable file path") from None

@@ -87,11 +87,14 @@ def load_analysis(
     comm_pattern: str | None = None,
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
+    rank: int | None = None,
+    skip_bad: bool = False,
 ) -> tuple[Any, list[str]]:
     """Load and analyse PATH (see module doc) -> (Analysis, notes).
 
     ``comm_pattern`` is OR-ed with the default comm regex (replaces it with
-    ``comm_pattern_only``), exactly as ``domino-prof analyze`` does."""
+    ``comm_pattern_only``), exactly as ``domino-prof analyze`` does; ``rank`` and
+    ``skip_bad`` are passed to the loader (skipped files become notes)."""
     from domino_prof.analysis import AnalysisConfig, analyze
     from domino_prof.analysis.config import combine_comm_pattern
     from domino_prof.trace import load_trace
@@ -101,7 +104,8 @@ def load_analysis(
         memcpy_as_comm=memcpy_as_comm,
     )
     trace_path, notes = resolve_path(path, mode=mode)
-    trace = load_trace(trace_path)
+    trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad)
+    notes += [f"skipped {p}: {why}" for p, why in trace.skipped]
     return analyze(trace, config), notes
 
 
@@ -170,6 +174,8 @@ def run_check(
     comm_pattern: str | None = None,
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
+    rank: int | None = None,
+    skip_bad: bool = False,
 ) -> CheckOutcome:
     """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input."""
     from domino_prof.analysis.baseline import (
@@ -179,6 +185,7 @@ def run_check(
         exit_code,
         parse_phase,
     )
+    from domino_prof.analysis.overlap import NEGATIVE_DURATION
 
     # Validate the options before the (possibly slow) load.
     base_doc = read_baseline(baseline) if baseline is not None else None
@@ -196,9 +203,13 @@ def run_check(
         comm_pattern=comm_pattern,
         comm_pattern_only=comm_pattern_only,
         memcpy_as_comm=memcpy_as_comm,
+        rank=rank,
+        skip_bad=skip_bad,
     )
     if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
         notes.append(note)
+    # damaged input that changes the gated figures is said here too, not only in analyze
+    notes += [n for n in analysis.notes if NEGATIVE_DURATION in n]
     results = evaluate(analysis, rules)
     return CheckOutcome(path=str(path), results=results, exit_code=exit_code(results), notes=notes)
 
@@ -342,12 +353,16 @@ def write_markdown(path: str | os.PathLike, text: str) -> None:
     from domino_prof.io import atomic_write_text
 
     p = Path(path)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary and _same_file(p, Path(summary)):
+    if _is_step_summary(p):
         with open(p, "a", encoding="utf-8") as f:
             f.write(text)
         return
     atomic_write_text(p, text)
+
+
+def _is_step_summary(p: Path) -> bool:
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return bool(summary) and _same_file(p, Path(summary))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -355,6 +370,27 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except OSError:
         return False
+
+
+def write_reports(
+    outcome: CheckOutcome | None,
+    *,
+    junit: Path | None,
+    markdown: Path | None,
+    error: str | None = None,
+) -> None:
+    """--junit and --markdown, all or nothing (one ConfigError, exit 2, if a path cannot
+    be written: never a traceback, which would exit 1 like a regression)."""
+    from domino_prof.commands._common import write_outputs
+
+    files: list[tuple[Path, str]] = []
+    append: list[tuple[Path, str]] = []
+    if junit is not None:
+        files.append((junit, junit_xml(outcome, error=error)))
+    if markdown is not None and outcome is not None:
+        text = format_markdown(outcome)
+        (append if _is_step_summary(markdown) else files).append((markdown, text))
+    write_outputs(files, append=append, example="gate.xml")
 
 
 # --------------------------------------------------------------------------- commands
@@ -376,11 +412,25 @@ CommPatternOnlyOpt = Annotated[
     bool, typer.Option(help="Use --comm-pattern alone, not OR-ed with the default.")
 ]
 MemcpyAsCommOpt = Annotated[
-    bool, typer.Option(help="Count peer-to-peer copies (Memcpy PtoP) as comm.")
+    bool,
+    typer.Option(
+        help="Also count same-device DtoD copies as comm; copies between devices are comm anyway."
+    ),
 ]
 ModeOpt = Annotated[
     str | None,
     typer.Option("--mode", help="Mode of a run directory (default: its only mode, else 'domino')."),
+]
+RankOpt = Annotated[
+    int | None,
+    typer.Option(help="Rank of a single trace file that lacks distributedInfo.rank."),
+]
+SkipBadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad",
+        help="In a directory, skip unreadable rank files (named in the notes) and use the rest.",
+    ),
 ]
 
 
@@ -414,6 +464,8 @@ def check(
     comm_pattern: CommPatternOpt = None,
     comm_pattern_only: CommPatternOnlyOpt = False,
     memcpy_as_comm: MemcpyAsCommOpt = False,
+    rank: RankOpt = None,
+    skip_bad: SkipBadOpt = False,
     junit: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write JUnit XML (one case per check).")
     ] = None,
@@ -423,8 +475,6 @@ def check(
     ] = None,
 ) -> None:
     """Gate CI on overlap: exit 0 all rules hold, 1 a regression, 2 bad input."""
-    from domino_prof.io import atomic_write_text
-
     try:
         outcome = run_check(
             path,
@@ -438,11 +488,16 @@ def check(
             comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only,
             memcpy_as_comm=memcpy_as_comm,
+            rank=rank,
+            skip_bad=skip_bad,
         )
     except DominoProfError as e:
         _annotate_error(str(e))
         if junit is not None:
-            atomic_write_text(junit, junit_xml(None, error=str(e)))
+            try:
+                write_reports(None, junit=junit, markdown=None, error=str(e))
+            except ConfigError as w:  # still one line: the input error, then the write's
+                raise ConfigError(f"{e}; and {w}") from None
         raise
     for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -452,10 +507,7 @@ def check(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(outcome):
             print(line)
-    if junit is not None:
-        atomic_write_text(junit, junit_xml(outcome))
-    if markdown is not None:
-        write_markdown(markdown, format_markdown(outcome))
+    write_reports(outcome, junit=junit, markdown=markdown)
     if outcome.exit_code == 2:
         first = next(r for r in outcome.results if r.verdict == "n/a")
         print(f"domino-prof: error: {first.message}; the input cannot be gated", file=sys.stderr)
@@ -473,10 +525,17 @@ def baseline(
     comm_pattern: CommPatternOpt = None,
     comm_pattern_only: CommPatternOnlyOpt = False,
     memcpy_as_comm: MemcpyAsCommOpt = False,
+    rank: RankOpt = None,
+    skip_bad: SkipBadOpt = False,
 ) -> None:
     """Write the overlap figures (per rank, phase, op) that `check --baseline` compares to."""
     from domino_prof.analysis.baseline import make_baseline
-    from domino_prof.io import atomic_write_json
+    from domino_prof.commands._common import write_outputs
+
+    if out.is_dir():  # before a long load
+        raise ConfigError(
+            f"-o {out} is a directory; give a file name such as {out / 'baseline.json'}"
+        )
 
     analysis, notes = load_analysis(
         path,
@@ -484,6 +543,8 @@ def baseline(
         comm_pattern=comm_pattern,
         comm_pattern_only=comm_pattern_only,
         memcpy_as_comm=memcpy_as_comm,
+        rank=rank,
+        skip_bad=skip_bad,
     )
     doc = make_baseline(analysis)
     if not any(v["comm_ns"] > 0 for v in doc["per_rank"].values()):
@@ -493,7 +554,8 @@ def baseline(
         )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    atomic_write_json(out, doc)
+    write_outputs([(out, json.dumps(doc, indent=2, allow_nan=False) + "\n")],
+                  example="baseline.json")  # fmt: skip
     pcts = ", ".join(
         f"rank {r}: " + ("n/a" if v["hidden_pct"] is None else f"{v['hidden_pct']:.2f}%")
         for r, v in doc["per_rank"].items()

@@ -21,10 +21,22 @@ from typing import Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import user_errors
+from domino_prof.commands._common import user_errors, write_outputs
 from domino_prof.errors import ConfigError, TraceError
 
 RUN_SCHEMA = "domino-prof/run"
+
+RankOpt = Annotated[
+    int | None,
+    typer.Option(help="Rank of a single trace file that lacks distributedInfo.rank."),
+]
+SkipBadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad",
+        help="In a trace directory, skip unreadable rank files (named on stderr) and use the rest.",
+    ),
+]
 
 
 @dataclass
@@ -99,7 +111,13 @@ def _config(trace_dir: Path, comm_pattern: str | None) -> Any:
     return AnalysisConfig()
 
 
-def analyse(trace_path: Path, *, comm_pattern: str | None = None) -> Any:
+def analyse(
+    trace_path: Path,
+    *,
+    comm_pattern: str | None = None,
+    rank: int | None = None,
+    skip_bad: bool = False,
+) -> Any:
     """Load and analyse one trace file/dir (Analysis)."""
     from domino_prof.analysis import analyze
     from domino_prof.trace import load_trace
@@ -110,10 +128,18 @@ def analyse(trace_path: Path, *, comm_pattern: str | None = None) -> Any:
             "trace directory named in run.json is missing",
             "re-run `domino-prof run` or point at the traces",
         )
-    return analyze(load_trace(trace_path), _config(trace_path, comm_pattern))
+    trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad)
+    return analyze(trace, _config(trace_path, comm_pattern))
 
 
-def analyse_for_report(trace_path: Path, *, comm_pattern: str | None, in_run: bool) -> Any:
+def analyse_for_report(
+    trace_path: Path,
+    *,
+    comm_pattern: str | None,
+    in_run: bool,
+    rank: int | None = None,
+    skip_bad: bool = False,
+) -> Any:
     """Like :func:`analyse`, but a trace that loads and cannot be analysed (no device or
     gloo activity, e.g. a run's ``nocomm`` mode on CPU) becomes an ``Unavailable`` that
     the page shows in place of its figures. In a run, a mode whose traces cannot be
@@ -125,7 +151,7 @@ def analyse_for_report(trace_path: Path, *, comm_pattern: str | None, in_run: bo
     try:
         if not trace_path.exists():
             raise TraceError(trace_path, "trace directory named in run.json is missing")
-        trace = load_trace(trace_path)
+        trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad)
     except TraceError as e:
         if not in_run:
             raise
@@ -136,7 +162,13 @@ def analyse_for_report(trace_path: Path, *, comm_pattern: str | None, in_run: bo
         return Unavailable(f"Not analysed: {e}")
 
 
-def single(path: str | Path, *, comm_pattern: str | None = None) -> tuple[Any, str, Source]:
+def single(
+    path: str | Path,
+    *,
+    comm_pattern: str | None = None,
+    rank: int | None = None,
+    skip_bad: bool = False,
+) -> tuple[Any, str, Source]:
     """PATH that must stand for one analysis -> (Analysis, label, source)."""
     src = resolve(path)
     if len(src.modes) > 1:
@@ -147,12 +179,12 @@ def single(path: str | Path, *, comm_pattern: str | None = None) -> tuple[Any, s
         )
     mode, tdir = next(iter(src.modes.items()))
     label = mode or src.path.name.removesuffix(".gz").removesuffix(".json") or str(src.path)
-    return analyse(tdir, comm_pattern=comm_pattern), label, src
+    return analyse(tdir, comm_pattern=comm_pattern, rank=rank, skip_bad=skip_bad), label, src
 
 
-def _write_guard(out: Path) -> None:
+def _write_guard(out: Path, example: str) -> None:
     if out.is_dir():
-        raise ConfigError(f"-o {out} is a directory; give a file name such as {out}/report.html")
+        raise ConfigError(f"-o {out} is a directory; give a file name such as {out / example}")
 
 
 def _size(p: Path) -> str:
@@ -190,23 +222,33 @@ def register(app: typer.Typer) -> None:
                 "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
             ),
         ] = None,
+        rank: RankOpt = None,
+        skip_bad: SkipBadOpt = False,
     ) -> None:
         """Write one self-contained HTML report (opens offline: plotly.js is inlined)."""
-        from domino_prof.report import write_report, write_run_report
+        from domino_prof.report.page import render_report, render_run_report
 
         src = resolve(path)
         at_run = src.run_dir is not None and src.run_dir == src.path
         out = output or (src.path / "report.html" if at_run else Path("report.html"))
-        _write_guard(out)
+        _write_guard(out, "report.html")
         analyses = {
-            m: analyse_for_report(d, comm_pattern=comm_pattern, in_run=src.run is not None)
+            m: analyse_for_report(
+                d, comm_pattern=comm_pattern, in_run=src.run is not None, rank=rank,
+                skip_bad=skip_bad,
+            )
             for m, d in src.modes.items()
-        }
+        }  # fmt: skip
+        for m, a in analyses.items():  # gating or not, a skipped file is said
+            for n in getattr(a, "notes", []):
+                if n.startswith("skipped "):
+                    print(f"{m + ': ' if m else ''}note: {n}", file=sys.stderr)
         if src.run is not None and len(analyses) > 1:
-            write_run_report(analyses, out, run=src.run, title=title)
+            html = render_run_report(analyses, run=src.run, title=title)
         else:
             mode, a = next(iter(analyses.items()))
-            write_report(a, out, run=src.run, title=title, mode=mode or None)
+            html = render_report(a, run=src.run, title=title, mode=mode or None)
+        write_outputs([(out, html)], example="report.html")
         for m, a in analyses.items():
             t = getattr(a, "totals", None)
             if t is None:
@@ -239,11 +281,13 @@ def register(app: typer.Typer) -> None:
                 "--comm-pattern", help="Extra regex of comm kernel names (added to the default)."
             ),
         ] = None,
+        rank: RankOpt = None,
+        skip_bad: SkipBadOpt = False,
     ) -> None:
         """Compare two traces or modes: headline numbers side by side and per-op deltas."""
-        from domino_prof.report import write_compare
+        from domino_prof.report.page import render_compare
 
-        _write_guard(output)
+        _write_guard(output, "compare.html")
         if labels is not None:
             parts = [x.strip() for x in labels.split(",")]
             if len(parts) != 2 or not all(parts):
@@ -251,12 +295,16 @@ def register(app: typer.Typer) -> None:
                     f"--labels {labels!r}: give two names separated by a comma, "
                     "e.g. --labels tp,domino"
                 )
-        an_a, la, _ = single(a, comm_pattern=comm_pattern)
-        an_b, lb, _ = single(b, comm_pattern=comm_pattern)
+        an_a, la, _ = single(a, comm_pattern=comm_pattern, rank=rank, skip_bad=skip_bad)
+        an_b, lb, _ = single(b, comm_pattern=comm_pattern, rank=rank, skip_bad=skip_bad)
+        for an in (an_a, an_b):
+            for n in an.notes:
+                if n.startswith("skipped "):
+                    print(f"note: {n}", file=sys.stderr)
         lab = (parts[0], parts[1]) if labels is not None else (la, lb)
         if lab[0] == lab[1]:
             lab = (f"A: {lab[0]}", f"B: {lab[1]}")
-        write_compare(an_a, an_b, output, labels=lab)
+        write_outputs([(output, render_compare(an_a, an_b, labels=lab))], example="compare.html")
         print_compare(an_a, an_b, labels=lab)
         print(f"wrote {output} ({_size(output)})")
 

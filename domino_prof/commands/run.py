@@ -44,6 +44,18 @@ def _import_torch():
     return torch
 
 
+def _check_out(out: Path) -> None:
+    """--out must be a directory we can create or write into (not an existing file)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out {out} is an existing file; give a directory (it is created if missing)"
+        )
+    parent = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: cannot create or write in {parent}; choose a writable "
+                          "directory")  # fmt: skip
+
+
 def print_comparison(run: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -104,7 +116,7 @@ def register(app: typer.Typer) -> None:
         warmup: int = typer.Option(2, help="Warm-up steps per mode."),
         profile_steps: int = typer.Option(2, help="Profiled steps per mode."),
         device: str = typer.Option("auto", help="cuda, cpu, or auto."),
-        dtype: str = typer.Option("auto", help="float32, bfloat16 (auto: bf16 on CUDA)."),
+        dtype: str = typer.Option("auto", help="float32 or bfloat16 (auto: bf16 on CUDA)."),
         data: Path = typer.Option(
             None,
             help="Token file (.npy ints or .bin uint16); default: synthetic deterministic tokens.",
@@ -178,6 +190,7 @@ def register(app: typer.Typer) -> None:
         ).validate()
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
+        _check_out(out)
 
         if _under_torchrun():
             from domino_prof.reference_model.train import worker

@@ -149,6 +149,8 @@ class RunConfig:
                 raise ConfigError(
                     f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap)"
                 )
+        if self.mbs < 1:
+            raise ConfigError(f"--mbs must be >= 1 (sequences per batch), got {self.mbs}")
         if self.mbs % self.splits:
             raise ConfigError(
                 f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
@@ -171,8 +173,14 @@ class RunConfig:
             raise ConfigError("--cuda-graphs needs --device cuda")
         if self.high_priority_comm and self.device != "cuda":
             raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"unknown dtype {self.dtype!r}; use float32, bfloat16 or float16")
+        if self.dtype == "float16":
+            raise ConfigError(
+                "--dtype float16 is not supported: the reference model has no loss scaling, "
+                "so float16 training overflows to NaN; use bfloat16 (no scaling needed) or "
+                "float32"
+            )
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ConfigError(f"unknown dtype {self.dtype!r}; use float32 or bfloat16")
         if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         return self

@@ -42,6 +42,7 @@ import gc
 import mmap
 import os
 import re
+import stat
 import sys
 import zlib
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +58,14 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.errors import ConfigError, TraceError
-from domino_prof.trace.schema import CATEGORY_COLUMNS, EVENT_COLUMNS, INT_COLUMNS, RankMeta, Trace
+from domino_prof.trace.schema import (
+    CATEGORY_COLUMNS,
+    EVENT_COLUMNS,
+    INT_COLUMNS,
+    LEGACY_CATEGORIES,
+    RankMeta,
+    Trace,
+)
 
 __all__ = ["find_trace_files", "load_trace"]
 
@@ -78,6 +86,8 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     msg_nelems: int = msgspec.field(default=-1, name="In msg nelems")
     group_size: int = msgspec.field(default=-1, name="Group size")
     seq: int = msgspec.field(default=-1, name="Seq")
+    from_device: int = msgspec.field(default=-1, name="fromDevice")  # memcpy source
+    to_device: int = msgspec.field(default=-1, name="toDevice")  # memcpy destination
     name: Any = None  # metadata events: thread_name / process_name
 
 
@@ -132,7 +142,7 @@ _POOL_BYTES = 32 * 1024 * 1024  # below this, a pool costs more than it saves
 
 _INT_ARG_FIELDS = (
     "correlation", "external_id", "stream", "device", "wait_on_stream", "wait_on_corr",
-    "msg_nelems", "group_size", "seq",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
 
 
@@ -211,6 +221,93 @@ def _gunzip(data: bytes, sp: str) -> bytes:
             break  # trailing garbage after the last member: ignore, as gzip does
     parts = [x for x in parts if x]
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file (after symlinks); False for FIFOs, ``<(cmd)`` pipes, devices."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # let the read report the problem
+
+
+_STREAM_READ = 1 << 20
+
+
+def _read_stream(path: Path) -> bytearray:
+    """The JSON text of a FIFO, a ``<(cmd)`` pipe or another non-regular file, read
+    exactly once (a second open would block on a FIFO or miss what was read), in 1 MB
+    reads; gzip is inflated as the data arrives, so the compressed bytes are never
+    all held. Errors as for files."""
+    sp = str(path)
+    try:
+        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise _FileError(sp, "no such file", "check the path") from None
+    except PermissionError:
+        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+    except OSError as e:
+        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+    out = bytearray()
+    gz: _StreamGunzip | None = None
+    first = True
+    with f:
+        while True:
+            try:
+                chunk = f.read(_STREAM_READ)
+            except OSError as e:
+                raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+            if not chunk:
+                break
+            if first:
+                first = False
+                if chunk[:2] == b"\x1f\x8b":
+                    gz = _StreamGunzip(sp)
+            if gz is None:
+                out += chunk
+            else:
+                gz.feed(chunk, out)
+    if gz is not None:
+        gz.finish()
+    if not out.strip():
+        raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
+    return out
+
+
+class _StreamGunzip:
+    """Incremental gzip inflation of all members (trailing garbage ignored, as gzip does)."""
+
+    def __init__(self, sp: str) -> None:
+        self.sp = sp
+        self.d = zlib.decompressobj(wbits=31)
+        self.started = False  # the current member has received data
+        self.ignore = False  # after the last member: trailing garbage
+
+    def feed(self, data: bytes, out: bytearray) -> None:
+        while data and not self.ignore:
+            if not self.started and len(data) >= 2 and data[:2] != b"\x1f\x8b":
+                self.ignore = True  # not a new member: trailing garbage
+                return
+            self.started = True
+            try:
+                out += self.d.decompress(data)
+            except zlib.error as e:
+                raise _FileError(
+                    self.sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
+                ) from None
+            if not self.d.eof:
+                return
+            data = self.d.unused_data
+            self.d = zlib.decompressobj(wbits=31)
+            self.started = False
+
+    def finish(self) -> None:
+        if self.started and not self.ignore:
+            raise _FileError(
+                self.sp,
+                "truncated gzip file (the compressed stream ends early)",
+                "re-copy the file or re-export the trace (the writer was probably interrupted)",
+            )
 
 
 def _decode_error(sp: str, data: bytes, e: Exception) -> _FileError:
@@ -523,12 +620,46 @@ def _merge_cats(pieces: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray,
     return (np.concatenate(out) if out else np.empty(0, np.int32)), cats
 
 
+def _modern_categories(
+    codes: np.ndarray, cats: list[str], meta: RankMeta
+) -> tuple[np.ndarray, list[str]]:
+    """Older Kineto category names (``Kernel``, ``Memcpy``, ``Runtime`` ...) -> today's;
+    the renames made are recorded in ``meta.renamed_categories``."""
+    old = [c for c in cats if c in LEGACY_CATEGORIES]
+    if not old:
+        return codes, cats
+    meta.renamed_categories = {c: LEGACY_CATEGORIES[c] for c in old}
+    renamed = [LEGACY_CATEGORIES.get(c, c) for c in cats]
+    new = sorted(set(renamed))
+    index = {c: i for i, c in enumerate(new)}
+    remap = np.fromiter((index[c] for c in renamed), np.int32, len(renamed))
+    return remap[codes], new
+
+
+def _clamp_negative_durations(ints: dict, cats: dict, meta: RankMeta) -> None:
+    """A negative ``dur`` cannot be measured time: read it as 0 and record what and how
+    many (the analysis turns this into a note; it is never silent)."""
+    dur = ints["dur"]
+    neg = dur < 0
+    if not neg.any():
+        return
+    codes, names = cats["cat"]
+    per = np.bincount(codes[neg], minlength=len(names))
+    meta.negative_durations = {names[i]: int(n) for i, n in enumerate(per) if n}
+    worst = int(np.argmin(dur))
+    ncodes, nnames = cats["name"]
+    meta.worst_negative = (names[codes[worst]], nnames[ncodes[worst]], int(dur[worst]))
+    ints["dur"] = np.where(neg, 0, dur)
+
+
 def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     """Parts of one file -> its sorted columns; string ids interned; metadata resolved."""
     n = sum(p.n for p in parts)
     meta.n_events = n
     ints = {k: np.concatenate([p.ints[k] for p in parts]) for k in parts[0].ints}
     cats = {k: _merge_cats([p.cats[k] for p in parts]) for k in parts[0].cats}
+    cats["cat"] = _modern_categories(*cats["cat"], meta)
+    _clamp_negative_durations(ints, cats, meta)
     meta_events = [m for p in parts for m in p.meta_events]
 
     # string pids / tids -> negative ids below every real (possibly negative) id
@@ -577,6 +708,13 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
 
 def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
     path = Path(path_s)
+    if not _is_regular(path):  # a FIFO or pipe: one read, then parse from memory
+        data = _read_stream(path)
+        if len(data) >= _STREAM_BYTES or nproc > 1:
+            parsed = _parse_buffer_in_chunks(path_s, data, rank_arg, nproc)
+            if parsed is not None:
+                return parsed
+        return _parse_whole(path_s, data, rank_arg)
     try:
         size = path.stat().st_size
     except OSError:
@@ -585,7 +723,10 @@ def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
         parsed = _parse_in_chunks(path_s, rank_arg, nproc)
         if parsed is not None:
             return parsed
-    data = _read_bytes(path)
+    return _parse_whole(path_s, _read_bytes(path), rank_arg)
+
+
+def _parse_whole(path_s: str, data: bytes | bytearray, rank_arg: int | None) -> _Parsed:
     top, events = _decode(path_s, data)
     meta = _meta_from_top(path_s, top, rank_arg)
     part = _events_to_part(events, top.get("baseTimeNanoseconds"), data, path_s)
@@ -672,17 +813,25 @@ def _decode_chunks(buf, bounds: list[tuple[int, int]], base: int | None, sp: str
     gc.disable()
     try:
         for lo, hi in bounds:
+            saved = buf[lo - 1], buf[hi]
             buf[lo - 1] = ord("[")
             buf[hi] = ord("]")
-            with memoryview(buf) as mv:
-                chunk = mv[lo - 1 : hi + 1]
-                try:
-                    events = _CHUNK_DEC.decode(chunk)
-                except msgspec.ValidationError:
-                    events = _LAX.decode(chunk)
-                parts.append(_events_to_part(events, base, chunk, sp))
-                del events
-                chunk.release()
+            try:
+                with memoryview(buf) as mv:
+                    chunk = None
+                    try:  # the view is released even when Ctrl-C lands mid-decode
+                        chunk = mv[lo - 1 : hi + 1]
+                        try:
+                            events = _CHUNK_DEC.decode(chunk)
+                        except msgspec.ValidationError:
+                            events = _LAX.decode(chunk)
+                        parts.append(_events_to_part(events, base, chunk, sp))
+                        del events
+                    finally:
+                        if chunk is not None:
+                            chunk.release()
+            finally:  # the buffer stays valid JSON: a fallback may decode it whole
+                buf[lo - 1], buf[hi] = saved
             if isinstance(buf, mmap.mmap) and hasattr(buf, "madvise"):
                 a, b = (lo - 1) // page * page, hi // page * page
                 if b > a:  # done with these pages: drop them from this process
@@ -767,42 +916,51 @@ def _parse_in_chunks(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed |
     except OSError:
         return None  # the plain path reports the read error
     try:
-        span = _events_span(buf)
-        if span is None:
-            return None
-        start, end = span
-        try:
-            top_doc = _STRICT.decode(bytes(buf[:start]) + b"]" + _tail(buf, end))
-        except msgspec.MsgspecError:
-            return None
-        if isinstance(top_doc, list) or top_doc.traceEvents is None:
-            return None
-        top = {
-            "distributedInfo": top_doc.distributedInfo,
-            "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
-            "deviceProperties": top_doc.deviceProperties,
-            "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
-        }
-        meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
-        base = top["baseTimeNanoseconds"]
-        n_chunks = max(nproc, -(-(end - start) // _CHUNK_TARGET))
-        bounds = _chunk_bounds(buf, start, end, n_chunks)
-        import multiprocessing as mp
-
-        if nproc > 1 and len(bounds) > 1 and "fork" in mp.get_all_start_methods():
-            k = min(nproc, len(bounds))
-            groups = [bounds[i * len(bounds) // k : (i + 1) * len(bounds) // k] for i in range(k)]
-            parts = _decode_forked(buf, groups, base, path_s)
-        else:
-            try:
-                parts = _decode_chunks(buf, bounds, base, path_s)
-            except msgspec.MsgspecError:
-                parts = None
-        if parts is None:
-            return None
-        return _finish(path_s, meta, parts)
+        return _parse_buffer_in_chunks(path_s, buf, rank_arg, nproc)
     finally:
-        close()
+        try:
+            close()
+        except BufferError:  # a view still exported (an exception in flight): GC frees it
+            pass
+
+
+def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) -> _Parsed | None:
+    """:func:`_parse_in_chunks` on a writable buffer (mmap or bytearray) already read;
+    the buffer is left as it was when this returns None (the caller decodes it whole)."""
+    span = _events_span(buf)
+    if span is None:
+        return None
+    start, end = span
+    try:
+        top_doc = _STRICT.decode(bytes(buf[:start]) + b"]" + _tail(buf, end))
+    except msgspec.MsgspecError:
+        return None
+    if isinstance(top_doc, list) or top_doc.traceEvents is None:
+        return None
+    top = {
+        "distributedInfo": top_doc.distributedInfo,
+        "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
+        "deviceProperties": top_doc.deviceProperties,
+        "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
+    }
+    meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
+    base = top["baseTimeNanoseconds"]
+    n_chunks = max(nproc, -(-(end - start) // _CHUNK_TARGET))
+    bounds = _chunk_bounds(buf, start, end, n_chunks)
+    import multiprocessing as mp
+
+    if nproc > 1 and len(bounds) > 1 and "fork" in mp.get_all_start_methods():
+        k = min(nproc, len(bounds))
+        groups = [bounds[i * len(bounds) // k : (i + 1) * len(bounds) // k] for i in range(k)]
+        parts = _decode_forked(buf, groups, base, path_s)
+    else:
+        try:
+            parts = _decode_chunks(buf, bounds, base, path_s)
+        except msgspec.MsgspecError:
+            parts = None
+    if parts is None:
+        return None
+    return _finish(path_s, meta, parts)
 
 
 def _tail(data, end: int) -> bytes:
@@ -854,7 +1012,10 @@ def _ignored_beside(directory: Path, taken: list[Path]) -> list[Path]:
 
 
 def _uncompressed_size(path: Path) -> int:
-    """File size, or for gzip the size stored in its trailer (mod 4 GiB)."""
+    """File size, or for gzip the size stored in its trailer (mod 4 GiB); 0 for a FIFO
+    or pipe, which must not be opened twice (its data would be consumed)."""
+    if not _is_regular(path):
+        return 0
     try:
         size = path.stat().st_size
         with path.open("rb") as f:

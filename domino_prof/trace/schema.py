@@ -10,7 +10,9 @@ Columns of ``Trace.events`` (dtype, meaning; "-1" means absent):
 
 ==================  ========  ==========================================================
 rank                int32     rank of the file (``distributedInfo.rank``)
-cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op`` ...)
+cat                 category  Kineto category (``kernel``, ``gpu_memcpy``, ``cpu_op`` ...);
+                              older names (``Kernel``, ``Memcpy``, ``Runtime`` ...) are
+                              renamed to these (``LEGACY_CATEGORIES``)
 name                category  event name
 pid                 int64     process id; string pids ("Spans") are interned as negative
                               ids, their labels in ``RankMeta.pid_labels``
@@ -19,7 +21,8 @@ tid                 int64     thread id (CPU) or stream (device events); may be 
                               becoming the thread name
 ts                  int64     absolute start, nanoseconds: baseTimeNanoseconds + ts_us*1000
                               (never rounded to whole microseconds)
-dur                 int64     duration in ns; 0 when the event has no ``dur``
+dur                 int64     duration in ns; 0 when the event has no ``dur``; a negative
+                              ``dur`` is read as 0 (``RankMeta.negative_durations``)
 correlation         int64     ``args.correlation`` (launch call <-> device event), -1
 external_id         int64     ``args["External id"]``, -1
 stream              int64     ``args.stream`` (device events), -1
@@ -31,6 +34,8 @@ pg_name             category  ``args["Process Group Name"]`` ('' when absent)
 msg_nelems          int64     ``args["In msg nelems"]``, -1
 group_size          int64     ``args["Group size"]``, -1
 seq                 int64     ``args["Seq"]`` (collective sequence number in its group), -1
+from_device         int32     ``args.fromDevice`` (memcpy source device), -1
+to_device           int32     ``args.toDevice`` (memcpy destination device), -1
 ==================  ========  ==========================================================
 
 Rows are sorted by (rank, ts). Nothing here imports torch.
@@ -58,15 +63,27 @@ INT_COLUMNS: dict[str, type] = {
     "msg_nelems": np.int64,
     "group_size": np.int64,
     "seq": np.int64,
+    "from_device": np.int32,
+    "to_device": np.int32,
 }
 CATEGORY_COLUMNS: tuple[str, ...] = ("cat", "name", "coll_name", "pg_name")
 EVENT_COLUMNS: tuple[str, ...] = (
     "rank", "cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id",
     "stream", "device", "wait_on_stream", "wait_on_corr", "coll_name", "pg_name",
-    "msg_nelems", "group_size", "seq",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
 
 DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+# Categories written by Kineto before ~2021 (PyTorch 1.8/1.9, the tb-profiler samples) and
+# today's names for them; the loader renames them so every analysis sees one vocabulary.
+LEGACY_CATEGORIES: dict[str, str] = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Operator": "cpu_op",
+}
 
 
 @dataclass
@@ -85,6 +102,11 @@ class RankMeta:
     process_names: dict[int, str] = field(default_factory=dict)
     pid_labels: dict[int, str] = field(default_factory=dict)
     n_events: int = 0
+    # categories of older Kineto versions read as today's (old -> new), e.g. Kernel -> kernel
+    renamed_categories: dict[str, str] = field(default_factory=dict)
+    # events whose ``dur`` was negative (read as 0): count per category, and the worst
+    negative_durations: dict[str, int] = field(default_factory=dict)
+    worst_negative: tuple[str, str, int] | None = None  # (cat, name, dur ns)
 
 
 @dataclass
