@@ -236,7 +236,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
     # torch.profiler imports torch.distributed.nn lazily; imported after init, that
     # module keeps the live process group in default arguments, so
     # destroy_process_group cannot join gloo's threads (aborts at exit): import it first
-    import torch.distributed.nn  # noqa: F401
+    import torch.distributed.nn
 
     use_cuda = cfg.device == "cuda"
     backend = "nccl" if use_cuda else "gloo"
