@@ -363,7 +363,7 @@ def main(argv=None) -> int:
             tmp.write_text(json.dumps(doc, indent=1))
             os.replace(tmp, a.out)
 
-    for s, n in (("plain", 1), ("plain-mb", a.splits)):
+    for s, n in () if a.skip_plain else (("plain", 1), ("plain-mb", a.splits)):
         add(
             {"schedule": s, "graphs": False, "compile": False, "splits": n},
             lambda n=n: bench_plain(cfg, inp, tgt, splits=n, **kw),
