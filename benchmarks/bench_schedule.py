@@ -292,6 +292,7 @@ def main(argv=None) -> int:
         "(e.g. tp:graphs,domino:eager); traces go to --profile-dir",
     )
     ap.add_argument("--profile-dir", type=Path, default=Path("bench_traces"))
+    ap.add_argument("--skip-plain", action="store_true", help="no plain autograd rows")
     ap.add_argument(
         "--graph-inflight", type=int, default=8, help="StepRunner.graph_inflight (0: no throttle)"
     )
