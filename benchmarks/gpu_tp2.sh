@@ -29,9 +29,9 @@ for part in $parts; do case $part in
           done; done
           tar -C "$W" -czf "$OUT/3b_traces.tgz" 3b_all_rep1 3b_all_graphs_rep1 ;;
   stream) for i in 1 2; do for hp in "" --high-priority-comm; do for ch in default 8 4; do
-            envs=(X=1); [ "$ch" != default ] && envs=(NCCL_MAX_NCHANNELS=$ch)
             n="3b_domino_graphs${hp:+_hp}_ch${ch}_rep$i"
-            env "${envs[@]}" bash -c "$(declare -f run); run $n --model llama3-3b --mode domino --cuda-graphs $hp"
+            if [ "$ch" = default ]; then run "$n" --model llama3-3b --mode domino --cuda-graphs $hp
+            else NCCL_MAX_NCHANNELS=$ch run "$n" --model llama3-3b --mode domino --cuda-graphs $hp; fi
           done; done; done ;;
   8b)     for g in "" --cuda-graphs; do run "8b_all${g:+_graphs}" --model llama3-8b --mode all $g; done ;;
 esac; done
