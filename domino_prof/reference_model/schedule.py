@@ -416,7 +416,10 @@ class StepRunner:
             # gc.collect() and empty_cache() around each of the hundreds of captures
             g = torch.cuda.CUDAGraph()
             with torch.cuda.stream(self._cap_stream):
-                g.capture_begin(pool=self._side_pool if side else self._pool)
+                # thread_local: another thread's CUDA calls (c10d's watchdog) stay legal
+                g.capture_begin(
+                    pool=self._side_pool if side else self._pool, capture_error_mode="thread_local"
+                )
                 try:
                     outs = body()
                 finally:
@@ -473,6 +476,12 @@ class StepRunner:
         else:
             self._statics[key].copy_(t)
         return self._statics[key]
+
+    def _comm(self):
+        """The collectives to issue: none while capturing (the capture pass only records
+        graphs, on garbage; no NCCL work may be pending while a graph is captured), the
+        process group's otherwise."""
+        return _SKIP_COMM if self._gmode == "capture" else self.comm
 
     def _wait(self, work) -> None:
         if work is not None:
@@ -572,7 +581,7 @@ class StepRunner:
 
     # -- all-reduce TP (tp, domino, nocomm) ---------------------------------------------
     def _run_allreduce(self, tokens, targets) -> torch.Tensor:
-        model, comm, N, dims = self.model, self.comm, self.splits, self.dims
+        model, comm, N, dims = self.model, self._comm(), self.splits, self.dims
         rng, seg, wait = self._rng, self._seg, self._wait
         B, S = tokens.shape
         b_mb = B // N
@@ -689,7 +698,7 @@ class StepRunner:
         vocab all-reduces of the cross-entropy, the loss (kept). SP: ``h`` is the
         gathered norm output (the norm ran on the shard)."""
         m_ = self.model
-        seg, comm = self._seg, self.comm
+        seg, comm = self._seg, self._comm()
         N = 1 if sp else self.splits
         m, logits, n_all, hh, rstd = seg(
             ("H1", b),
@@ -764,9 +773,9 @@ class StepRunner:
         shard is a contiguous block of rows: rank r holds rows [r·T/R, (r+1)·T/R) of
         every [T, d] activation; norms, residuals and their gradients live on that
         shard only (1/R of the memory), the cores on the gathered sequence."""
-        model, comm, N, dims = self.model, self.comm, self.splits, self.dims
+        model, comm, N, dims = self.model, self._comm(), self.splits, self.dims
         rng, seg, wait, buf = self._rng, self._seg, self._wait, self._buf
-        R, r = comm.size, comm.rank
+        R, r = self.comm.size, self.comm.rank
         B, S = tokens.shape
         b_mb = B // N
         T = b_mb * S
@@ -938,6 +947,22 @@ class StepRunner:
         # norm weights saw only this rank's rows: sum their gradients over ranks
         comm.all_reduce(self._sp_norm_grad_flat, async_op=False)
         return torch.stack(losses).sum()
+
+
+class _SkipComm:
+    """TPComm's interface, doing nothing (the capture pass)."""
+
+    def all_reduce(self, t, *, async_op, op=None):
+        return None
+
+    def all_gather(self, out, t, *, async_op):
+        return None
+
+    def reduce_scatter(self, out, t, *, async_op):
+        return None
+
+
+_SKIP_COMM = _SkipComm()
 
 
 class _EventWork:
