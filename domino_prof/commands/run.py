@@ -142,10 +142,10 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Train the reference TP Llama a few profiled steps per mode; write a run dir."""
-        from domino_prof.reference_model import launcher
+        from domino_prof import runs
 
         if reanalyze is not None:
-            result = launcher.refresh(reanalyze)
+            result = runs.refresh(reanalyze)
             print_comparison(result)
             return
         from domino_prof.reference_model.config import RunConfig, preset
@@ -201,8 +201,10 @@ def register(app: typer.Typer) -> None:
             if int(os.environ.get("RANK", "0")) != 0:
                 return
         else:
+            from domino_prof.reference_model import launcher
+
             launcher.spawn_ranks(cfg, out)
-        result = launcher.assemble(cfg, out, analyze=analyze)
+        result = runs.assemble(cfg, out, analyze=analyze)
         print_comparison(result)
         for note in result["notes"]:
             print(f"note: {note}", file=sys.stderr)

@@ -1,0 +1,327 @@
+"""The run directory, one model for every command (``analyze``, ``report``, ``compare``,
+``check``, ``baseline``, ``run``).
+
+``domino-prof run --out DIR`` writes (docs/ARCHITECTURE.md section 4)::
+
+    DIR/run.json                          # config, versions, devices, per-mode results
+    DIR/<mode>/rank{r}.pt.trace.json.gz   # one per rank
+    DIR/<mode>/analysis.json              # that mode's Analysis.to_json()
+    DIR/report.html
+
+A PATH argument is one of: a trace file or a directory of rank traces (no run around
+it), a run directory (or its run.json), or ``RUN_DIR/<mode>`` (one mode, with the run's
+context). :func:`resolve` says which; :meth:`Target.select` picks the modes a command
+works on (``--mode``, or the command's default: every mode for ``report``, the modes
+that overlap comm by design for ``check``, one mode for the others).
+
+This module reads and writes run.json and assembles a run directory from what the
+ranks left (:func:`assemble`, :func:`refresh`); the trace engine, the analysis and
+the report are imported only there, so the launcher in ``reference_model/`` (which
+only starts and watches processes) never needs them. No torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from domino_prof.errors import ConfigError, OptionError, RunError, TraceError, opt
+from domino_prof.io import atomic_write_json
+from domino_prof.reference_model.config import OVERLAP_MODES
+
+if TYPE_CHECKING:
+    from domino_prof.reference_model.config import RunConfig
+
+RUN_SCHEMA = "domino-prof/run"
+RUN_VERSION = 1
+RUN_JSON = "run.json"
+PRIMARY_MODE = "domino"  # the schedule the reference model exists to show
+
+
+# --------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class Run:
+    """A run directory and its run.json."""
+
+    path: Path
+    doc: dict
+
+    @property
+    def modes(self) -> list[str]:
+        return list(self.doc["modes"])
+
+    def entry(self, mode: str) -> dict:
+        e = self.doc["modes"].get(mode)
+        return e if isinstance(e, dict) else {}
+
+    def trace_dir(self, mode: str) -> Path:
+        return self.path / str(self.entry(mode).get("trace_dir", mode))
+
+    def overlaps(self, mode: str) -> bool:
+        """Whether the mode overlaps comm with compute by design (micro-batched, async
+        collectives: domino, domino-sp). tp and sp wait for every collective at once
+        (0 % hidden is right for them) and nocomm has no comm."""
+        flag = self.entry(mode).get("overlap")
+        return bool(flag) if isinstance(flag, bool) else mode in OVERLAP_MODES
+
+    def comparison(self, mode: str) -> dict | None:
+        """The mode's row of the comparison table (timed step, speedups)."""
+        rows = self.doc.get("comparison") or []
+        return next((r for r in rows if isinstance(r, dict) and r.get("mode") == mode), None)
+
+
+def read_run(directory: str | os.PathLike) -> Run:
+    """The run directory's run.json, validated (TraceError, exit 2, when unusable)."""
+    d = Path(directory)
+    f = d / RUN_JSON
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f, f"cannot read run.json ({e})", "re-run `domino-prof run`") from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema") != RUN_SCHEMA
+        or not isinstance(doc.get("modes"), dict)
+    ):
+        raise TraceError(
+            f,
+            f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with a 'modes' table)",
+            "point at a trace file or directory instead",
+        )
+    if not doc["modes"]:
+        raise TraceError(f, "lists no modes", "re-run `domino-prof run`")
+    return Run(d, doc)
+
+
+def write_run(directory: str | os.PathLike, doc: dict) -> Path:
+    """run.json, atomically (written last: a directory with run.json is complete)."""
+    return atomic_write_json(Path(directory) / RUN_JSON, doc)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a PATH argument names.
+
+    ``modes``: mode -> trace path, in the run's order: every mode of a run directory,
+    the one mode of ``RUN_DIR/<mode>``, or ``{"": PATH}`` for traces outside a run."""
+
+    path: Path
+    run: Run | None
+    modes: dict[str, Path]
+
+    @property
+    def is_run_dir(self) -> bool:
+        return self.run is not None and self.run.path == self.path
+
+    def label(self, mode: str) -> str:
+        """A short name for one selected analysis: the mode, else the file or dir name."""
+        if mode:
+            return mode
+        return self.path.name.removesuffix(".gz").removesuffix(".json") or str(self.path)
+
+    def select(
+        self, mode: str | None = None, *, default: str = "one"
+    ) -> tuple[list[str], list[str]]:
+        """The modes to work on and notes for the reader.
+
+        ``mode``: the user's ``--mode`` (it must be one of the run's modes; it applies
+        only to a run directory or ``RUN_DIR/<mode>``). Without it, ``default`` decides:
+        ``"all"`` every mode PATH covers; ``"overlap"`` the modes that overlap comm by
+        design (see :meth:`Run.overlaps`); ``"one"`` the only mode, else ``domino``
+        (a note names the others), else an error asking for ``--mode``. Plain traces
+        are the one unnamed mode ``""``."""
+        names = list(self.modes)
+        if self.run is None:
+            if mode is not None:
+                raise OptionError(
+                    f"{opt('mode')} {mode!r} applies to a run directory (one with run.json), "
+                    f"and {self.path} is not one; drop {opt('mode')} or point at the run "
+                    "directory"
+                )
+            return names, []
+        where = self.run.path / RUN_JSON
+        if mode is not None:
+            if mode not in self.run.modes:
+                raise OptionError(
+                    f"{opt('mode')} {mode!r} is not in {where} (modes: {', '.join(self.run.modes)})"
+                )
+            if mode not in self.modes:  # PATH is another mode's directory
+                raise OptionError(
+                    f"{opt('mode')} {mode!r}: {self.path} holds the traces of mode "
+                    f"{names[0]!r}; point at the run directory {self.run.path} instead"
+                )
+            return [mode], []
+        if len(names) == 1 or default == "all":
+            return names, []
+        if default == "overlap":
+            chosen = [m for m in names if self.run.overlaps(m)]
+            if not chosen:
+                raise OptionError(
+                    f"{where} has no mode that overlaps comm by design (modes: "
+                    f"{', '.join(names)}): pick the mode to gate with {opt('mode')} NAME"
+                )
+            rest = [m for m in names if m not in chosen]
+            note = (
+                f"gating the modes that overlap comm by design ({', '.join(chosen)}) of "
+                f"{where}; not gated: {', '.join(rest)} (tp and sp wait for every "
+                f"collective, nocomm has none; {opt('mode')} NAME gates one mode)"
+            )
+            return chosen, [note] if rest else []
+        if PRIMARY_MODE in names:
+            others = ", ".join(m for m in names if m != PRIMARY_MODE)
+            return [PRIMARY_MODE], [
+                f"mode '{PRIMARY_MODE}' of {where} (also has: {others}; use {opt('mode')})"
+            ]
+        raise OptionError(f"{where} has modes {', '.join(names)}: pick one with {opt('mode')} NAME")
+
+
+def resolve(path: str | os.PathLike) -> Target:
+    """PATH -> :class:`Target`. TraceError when it does not exist or its run.json is bad."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file or directory", "check the path")
+    if p.is_file() and p.name == RUN_JSON:
+        p = p.parent
+    if p.is_dir() and (p / RUN_JSON).is_file():
+        run = read_run(p)
+        return Target(p, run, {m: run.trace_dir(m) for m in run.modes})
+    parent = p.parent if p.is_dir() else None
+    if parent is not None and (parent / RUN_JSON).is_file():
+        run = read_run(parent)
+        for m in run.modes:
+            if _same(run.trace_dir(m), p):
+                return Target(p, run, {m: p})
+    return Target(p, None, {"": p})
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def trace_missing(trace_path: Path) -> TraceError:
+    return TraceError(
+        trace_path,
+        "trace directory named in run.json is missing",
+        "re-run `domino-prof run` or point at the traces",
+    )
+
+
+# --------------------------------------------------------------------------- assembly
+def comparison_rows(modes: dict) -> list[dict]:
+    """The side-by-side table. ``step_ms`` is the median of each mode's timed
+    (unprofiled) steps, the one step time every comparison uses; speedup vs tp =
+    tp step / this step; ``frac_of_nocomm`` = this throughput / nocomm's."""
+    tp = modes.get("tp")
+    nc = modes.get("nocomm")
+    rows = []
+    for mode, r in modes.items():
+        rows.append(
+            {
+                "mode": mode,
+                "step_ms": r["step_ms"],
+                "tokens_per_s": r["tokens_per_s"],
+                "mfu": r.get("mfu"),
+                "hidden_pct": r.get("hidden_pct"),
+                "issue_ms": r.get("issue_ms"),
+                "peak_mem_gb": (r.get("memory") or {}).get("peak_reserved_gb"),
+                "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
+                "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
+            }
+        )
+    return rows
+
+
+def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
+    """Write run.json (and per-mode analysis.json / report.html when the trace engine
+    and plotly are importable) from what rank 0 left in ``ranks_result.json``."""
+    res_path = out / "ranks_result.json"
+    if not res_path.exists():
+        raise RunError(f"{out}: the ranks finished without writing results; see {out}/logs")
+    res = json.loads(res_path.read_text())
+    modes = res["results"]
+    for mode, r in modes.items():
+        r["overlap"] = mode in OVERLAP_MODES
+    run = {
+        "schema": RUN_SCHEMA,
+        "version": RUN_VERSION,
+        "config": cfg.to_dict(),
+        "versions": res["versions"],
+        "devices": res["devices"],
+        "backend": res["backend"],
+        "modes": modes,
+        "notes": [],
+    }
+    _analyse_and_write(out, run, analyze=analyze)
+    res_path.unlink()
+    return run
+
+
+def refresh(out: Path) -> dict:
+    """Re-analyse an existing run directory in place (e.g. one copied back from a GPU
+    node without the analysis dependencies): analysis.json per mode, run.json's
+    hidden % and comparison table, and report.html."""
+    if not (out / RUN_JSON).is_file():
+        raise ConfigError(
+            f"{out}: no run.json here; point at a directory written by `domino-prof run`"
+        )
+    run = read_run(out).doc
+    # drop the previous analysis's notes (also the per-mode "<mode>: traces not analysed")
+    run["notes"] = [
+        n for n in run.get("notes", [])
+        if "traces not analysed" not in n and not n.startswith("no report")
+    ]  # fmt: skip
+    _analyse_and_write(out, run, analyze=True)
+    return run
+
+
+def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
+    """analysis.json per mode (if ``analyze``), the comparison table, report.html and
+    run.json — run.json last, so a run directory with run.json is complete."""
+    analyses = _analyze_modes(out, run) if analyze else {}
+    run["comparison"] = comparison_rows(run["modes"])
+    _write_report(out, run, analyses)
+    write_run(out, run)
+
+
+def _write_report(out: Path, run: dict, analyses: dict) -> None:
+    """report.html for every analysed mode (plotly is a dependency of the analysis
+    side only: a bare GPU node may lack it, and then a note says so)."""
+    if not analyses:
+        return
+    try:
+        from domino_prof.report import write_report
+    except ImportError as e:
+        run["notes"].append(f"no report: {e}")
+        return
+    write_report(analyses, out / "report.html", run=run)
+
+
+def _analyze_modes(out: Path, run: dict) -> dict[str, Any]:
+    try:
+        from domino_prof.analysis import AnalysisConfig, analyze
+        from domino_prof.trace import load_trace
+    except ImportError as e:  # the trace engine is optional for a bare run
+        run["notes"].append(f"traces not analysed: {e}")
+        return {}
+    from domino_prof.errors import DominoProfError
+
+    analyses = {}
+    for mode, r in run["modes"].items():
+        try:
+            a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
+        except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
+            run["notes"].append(f"{mode}: traces not analysed: {e}")
+            r["hidden_pct"] = None
+            continue
+        atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
+        r["analysis"] = f"{r['trace_dir']}/analysis.json"
+        r["hidden_pct"] = a.totals.get("hidden_pct")
+        r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")
+        analyses[mode] = a
+    return analyses
