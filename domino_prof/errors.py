@@ -45,6 +45,13 @@ def cli_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def render_text(text: str, *, cli: bool = False) -> str:
+    """``text`` with each :func:`opt` name rendered as a flag (``cli``) or as itself."""
+    parts = str(text).split(_MARK)
+    name_of = cli_flag if cli else str
+    return "".join(name_of(p) if i % 2 else p for i, p in enumerate(parts))
+
+
 class OptionError(ConfigError):
     """A bad option value, in the library's own words: the message names options with
     :func:`opt`, so a Python caller (``assert_overlap(min_hidden=120)``) reads
@@ -52,21 +59,19 @@ class OptionError(ConfigError):
 
     def __init__(self, message: str) -> None:
         self.template = message
-        super().__init__(self.render(str))
+        super().__init__(render_text(message))
 
-    def render(self, name_of=str) -> str:
-        """The message with every option named by ``name_of(python_name)``."""
-        parts = self.template.split(_MARK)
-        return "".join(name_of(p) if i % 2 else p for i, p in enumerate(parts))
+    def render(self, *, cli: bool = False) -> str:
+        return render_text(self.template, cli=cli)
 
     def __str__(self) -> str:
-        return self.render(str)
+        return self.render()
 
 
 def message(e: BaseException, *, cli: bool = False) -> str:
     """The one-line text of a user error; options as flags when ``cli``."""
     if isinstance(e, OptionError):
-        return e.render(cli_flag if cli else str)
+        return e.render(cli=cli)
     return str(e)
 
 

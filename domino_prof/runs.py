@@ -123,16 +123,16 @@ class Target:
         return self.path.name.removesuffix(".gz").removesuffix(".json") or str(self.path)
 
     def select(
-        self, mode: str | None = None, *, default: str = "one"
+        self, mode: str | None = None, *, default: str = "one", verb: str = "using"
     ) -> tuple[list[str], list[str]]:
-        """The modes to work on and notes for the reader.
+        """The modes to work on and notes for the reader (``verb`` starts them).
 
-        ``mode``: the user's ``--mode`` (it must be one of the run's modes; it applies
-        only to a run directory or ``RUN_DIR/<mode>``). Without it, ``default`` decides:
-        ``"all"`` every mode PATH covers; ``"overlap"`` the modes that overlap comm by
-        design (see :meth:`Run.overlaps`); ``"one"`` the only mode, else ``domino``
-        (a note names the others), else an error asking for ``--mode``. Plain traces
-        are the one unnamed mode ``""``."""
+        ``mode``: the user's ``--mode`` (one of the run's modes; it applies only to a
+        run directory or ``RUN_DIR/<mode>``). Without it, ``default`` decides: ``"all"``
+        every mode PATH covers; ``"overlap"`` the modes that overlap comm by design
+        (:meth:`Run.overlaps`); ``"one"`` the only mode, else ``domino`` (a note names
+        the others), else an error asking for ``--mode``. Plain traces are the one
+        unnamed mode ``""``."""
         names = list(self.modes)
         if self.run is None:
             if mode is not None:
@@ -150,8 +150,9 @@ class Target:
                 )
             if mode not in self.modes:  # PATH is another mode's directory
                 raise OptionError(
-                    f"{opt('mode')} {mode!r}: {self.path} holds the traces of mode "
-                    f"{names[0]!r}; point at the run directory {self.run.path} instead"
+                    f"{opt('mode')} {mode!r} applies to a run directory, and {self.path} "
+                    f"holds the traces of mode {names[0]!r}; point at {self.run.path} or "
+                    f"drop {opt('mode')}"
                 )
             return [mode], []
         if len(names) == 1 or default == "all":
@@ -160,21 +161,24 @@ class Target:
             chosen = [m for m in names if self.run.overlaps(m)]
             if not chosen:
                 raise OptionError(
-                    f"{where} has no mode that overlaps comm by design (modes: "
-                    f"{', '.join(names)}): pick the mode to gate with {opt('mode')} NAME"
+                    f"{where} has modes {', '.join(names)}, none of which overlaps comm by "
+                    f"design: pick one with {opt('mode')} NAME"
                 )
-            rest = [m for m in names if m not in chosen]
+            rest = ", ".join(m for m in names if m not in chosen)
+            s = "s" if len(chosen) > 1 else ""
+            which = ", ".join(f"'{m}'" for m in chosen)
             note = (
-                f"gating the modes that overlap comm by design ({', '.join(chosen)}) of "
-                f"{where}; not gated: {', '.join(rest)} (tp and sp wait for every "
-                f"collective, nocomm has none; {opt('mode')} NAME gates one mode)"
+                f"{verb} mode{s} {which} of {where}: the mode{s} that overlap comm by "
+                f"design (not {rest}: tp and sp wait for every collective, nocomm has "
+                f"none; {opt('mode')} NAME picks one)"
             )
-            return chosen, [note] if rest else []
+            return chosen, [note]
         if PRIMARY_MODE in names:
             others = ", ".join(m for m in names if m != PRIMARY_MODE)
-            return [PRIMARY_MODE], [
-                f"mode '{PRIMARY_MODE}' of {where} (also has: {others}; use {opt('mode')})"
-            ]
+            note = (
+                f"{verb} mode '{PRIMARY_MODE}' of {where} (also has: {others}; use {opt('mode')})"
+            )
+            return [PRIMARY_MODE], [note]
         raise OptionError(f"{where} has modes {', '.join(names)}: pick one with {opt('mode')} NAME")
 
 
@@ -235,6 +239,41 @@ def comparison_rows(modes: dict) -> list[dict]:
             }
         )
     return rows
+
+
+# (key, header, format) of the comparison table: the CLI (`run`, `analyze RUN_DIR`) and
+# the report show the same columns in the same units. "timed step ms" is the median of
+# the timed (unprofiled) steps; hidden % comes from the profiled steps.
+COMPARISON_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("mode", "mode", "s"),
+    ("step_ms", "timed step ms", ".2f"),
+    ("issue_ms", "issue ms", ".2f"),
+    ("peak_mem_gb", "peak GB", ".1f"),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("mfu", "MFU %", ".1f"),
+    ("hidden_pct", "hidden %", ".1f"),
+    ("speedup_vs_tp", "speedup vs tp", ".3f"),
+    ("frac_of_nocomm", "of nocomm", ".3f"),
+)
+_OPTIONAL_COLUMNS = ("issue_ms", "peak_mem_gb", "mfu")  # shown when some mode has them
+
+
+def comparison_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(headers, cells) of the comparison table, formatted ("n/a" when missing)."""
+    cols = [
+        c for c in COMPARISON_COLUMNS
+        if c[0] not in _OPTIONAL_COLUMNS or any(r.get(c[0]) is not None for r in rows)
+    ]  # fmt: skip
+    cells = []
+    for r in rows:
+        line = []
+        for key, _, spec in cols:
+            v = r.get(key)
+            if key == "mfu" and v is not None:
+                v = 100 * v
+            line.append("n/a" if v is None else format(v, spec))
+        cells.append(line)
+    return [c[1] for c in cols], cells
 
 
 def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:

@@ -170,6 +170,44 @@ def test_compare_ops_per_step_delta(tmp_path, dom):
     assert (m["delta_exposed_ns"].iloc[1:] == 0).all()
 
 
+def one_op_trace(path: Path, op: str, comm_start: float) -> Path:
+    """Rank 0, one step [0, 100] µs: op's gemm [10, 30] and its NCCL [comm_start, 50]."""
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0, 100)
+    b.annotation(op, 1, 9)
+    b.kernel("sm90_gemm", stream=7, start=10, dur=20, launch=2)
+    b.kernel(NCCL, stream=13, start=comm_start, dur=50 - comm_start, launch=3)
+    return b.write(path)
+
+
+def test_compare_of_disjoint_ops_shows_a_dash_not_zero(tmp_path):
+    # A: fwd.only_a, comm [40, 50] exposed 10 µs, hidden 0 %; B: fwd.only_b, comm
+    # [20, 50]: 10 µs hidden under the gemm, 20 µs exposed (33.3 %). No op is on both
+    # sides, so no delta exists: "—", never a +20.00 against a made-up 0.
+    a = analyze(load_trace(one_op_trace(tmp_path / "a.json", "fwd.only_a", 40.0)))
+    b = analyze(load_trace(one_op_trace(tmp_path / "b.json", "fwd.only_b", 20.0)))
+    m = tl.compare_ops(a.by_op, b.by_op, a_steps=1, b_steps=1, a_ranks=1, b_ranks=1)
+    assert m["op"].tolist() == ["fwd.only_b", "fwd.only_a"]  # one-sided: by exposed comm
+    assert m[["in_a", "in_b"]].values.tolist() == [[False, True], [True, False]]
+    assert m["exposed_ns_b"].iloc[0] == 20_000 and np.isnan(m["exposed_ns_a"].iloc[0])
+    assert m["delta_exposed_ns"].isna().all()
+    sec = F.compare_ops_figure(a, b, labels=("A", "B"))
+    assert [list(r) for r in sec.extra[0].rows] == [
+        ["fwd.only_b", "—", "20.00", "—", "—", "33.3"],
+        ["fwd.only_a", "10.00", "—", "—", "0.0", "—"],
+    ]
+    xa, xb = (list(t.x) for t in sec.body.data)  # bars bottom-up: only_a, only_b
+    assert xa == [10.0, None] and xb == [None, 20.0]
+    res = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o",
+              str(tmp_path / "c.html")]
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "fwd.only_a" in ln)
+    assert re.search(r"fwd\.only_a\s*│\s*10\.00\s*│\s*—\s*│\s*—", line), line
+    assert "+20.00" not in res.stdout and "-10.00" not in res.stdout
+
+
 # --- figures --------------------------------------------------------------------------
 def test_headline_cards(dom):
     cards = F.headline(dom).body
@@ -398,7 +436,8 @@ def test_cli_compare(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["compare", "{run}", "{run}/tp"], "2 modes"),
+    (["compare", "{run}", "{run}/tp", "--mode", "zero"], "--mode 'zero' is not in"),
+    (["compare", "{run}/tp", "{run}/domino", "--mode", "tp"], "applies to a run directory"),
     (["compare", "{run}/tp", "{run}/domino", "--labels", "onlyone"], "--labels"),
     (["report", "{run}/nope"], "no such file"),
     (["report", "{run}/tp", "-o", "{run}"], "is a directory"),

@@ -244,8 +244,12 @@ def compare_ops(
     b_ranks: int,
 ) -> pd.DataFrame:
     """Per-op exposed and hidden comm per step and rank (ns; sums / ranks / steps; a
-    count of 0 is taken as 1), for A and B, outer-joined on op name, with
-    ``delta_exposed_ns = b - a``. Sorted by |delta|, largest first."""
+    count of 0 is taken as 1), for A and B, outer-joined on op name, with ``in_a`` /
+    ``in_b`` (the op launched comm on that side) and ``delta_exposed_ns = b - a``. An op
+    seen on one side only has NaN on the other side and as its delta: it is missing
+    there, not 0 (op names often differ between schedules, e.g. micro-batch suffixes).
+    Ops on both sides come first, by |delta| (largest first), then the one-sided ops
+    by their exposed comm."""
 
     def per_step(by_op: pd.DataFrame | None, steps: int, ranks: int) -> pd.DataFrame:
         t = op_table(by_op)
@@ -256,15 +260,18 @@ def compare_ops(
                 "exposed": t["exposed_ns"] / k,
                 "comm": t["comm_ns"] / k,
                 "hidden_pct": t["hidden_pct"],
+                "in": True,
             }
         )
 
     a = per_step(a_by_op, a_steps, a_ranks)
     b = per_step(b_by_op, b_steps, b_ranks)
     m = a.merge(b, on="op", how="outer", suffixes=("_a", "_b"))
-    for c in ("exposed_a", "exposed_b", "comm_a", "comm_b"):
-        m[c] = m[c].fillna(0.0)
-    m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]
+    m["in_a"] = m["in_a"].notna().to_numpy()
+    m["in_b"] = m["in_b"].notna().to_numpy()
+    for c in ("exposed_a", "exposed_b", "comm_a", "comm_b", "hidden_pct_a", "hidden_pct_b"):
+        m[c] = m[c].astype(np.float64)
+    m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]  # NaN when one side lacks it
     m = m.rename(
         columns={
             "exposed_a": "exposed_ns_a",
@@ -273,7 +280,13 @@ def compare_ops(
             "comm_b": "comm_ns_b",
         }
     )
-    order = np.argsort(-np.abs(m["delta_exposed_ns"].to_numpy()), kind="stable")
+    both = (m["in_a"] & m["in_b"]).to_numpy()
+    size = np.where(
+        both,
+        np.abs(m["delta_exposed_ns"].to_numpy()),
+        np.fmax(m["exposed_ns_a"].to_numpy(), m["exposed_ns_b"].to_numpy()),
+    )
+    order = np.lexsort((-np.nan_to_num(size, nan=0.0), ~both))
     return m.iloc[order].reset_index(drop=True)
 
 

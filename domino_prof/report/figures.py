@@ -76,6 +76,9 @@ def _missing(x: object) -> bool:
     return x is None or (isinstance(x, float) and not math.isfinite(x))
 
 
+MISSING = "—"  # a value one side of a comparison does not have (not 0, not n/a)
+
+
 def fmt(x: object, spec: str = ".1f", unit: str = "") -> str:
     """Format a number, or "n/a" when it is missing/NaN."""
     if _missing(x):
@@ -747,10 +750,21 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
 
 
 # --- compare two analyses ----------------------------------------------------------
-def compare_headline(a: Any, b: Any, *, labels: tuple[str, str]) -> Section:
+def compare_headline(
+    a: Any, b: Any, *, labels: tuple[str, str], timed_step_ms: tuple[float, float] | None = None
+) -> Section:
+    """Headline numbers of A and B side by side. ``timed_step_ms``: each side's timed
+    (unprofiled) step from its run.json, the step time comparisons use; the profiled
+    step (device wall of the profiled steps) is labelled as such."""
     ta, tb = _get(a, "totals") or {}, _get(b, "totals") or {}
     rows = []
-    for key, label, spec in (("step_ms", "step time (ms)", ".3f"),
+    if timed_step_ms is not None:
+        va, vb = timed_step_ms
+        rows.append(["timed step (ms)", fmt(va, ".3f"), fmt(vb, ".3f"),
+                     fmt(None if _missing(va) or _missing(vb) else vb - va, "+.3f"),
+                     fmt(None if _missing(va) or _missing(vb) or not va else vb / va, ".3f",
+                         "×")])  # fmt: skip
+    for key, label, spec in (("step_ms", "profiled step (ms)", ".3f"),
                              ("hidden_pct", "comm hidden (%)", ".1f"),
                              ("exposed_ms_per_step", "exposed comm per step (ms)", ".3f"),
                              ("comm_ns", "comm time, all steps (ms)", ".3f"),
@@ -808,17 +822,17 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
             ),
         )
     shown = m.head(top).iloc[::-1]
-    delta = shown["delta_exposed_ns"].to_numpy(float) / 1e3
+    delta = [_dash(v / 1e3, "+,.2f") for v in shown["delta_exposed_ns"].to_numpy(float)]
     fig = go.Figure()
     for lab, col, color in (
         (labels[0], "exposed_ns_a", "#9AA5B1"),
         (labels[1], "exposed_ns_b", "#E15759"),
     ):
         fig.add_trace(go.Bar(
-            orientation="h", y=shown["op"], x=shown[col].to_numpy(float) / 1e3, name=lab,
-            marker={"color": color}, customdata=delta,
+            orientation="h", y=shown["op"], x=_none_if_nan(shown[col].to_numpy(float) / 1e3),
+            name=lab, marker={"color": color}, customdata=delta,
             hovertemplate=("%{y}<br>" + lab + ": %{x:,.2f} µs<br>delta "
-                           "%{customdata:+,.2f} µs<extra></extra>"),
+                           "%{customdata} µs<extra></extra>"),
         ))  # fmt: skip
     _base_layout(fig, height=130 + 30 * len(shown), barmode="group", bargap=0.25)
     fig.update_xaxes(title="exposed comm, µs per step and rank")
@@ -826,11 +840,11 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
     rows = [
         [
             r.op,
-            f"{r.exposed_ns_a / 1e3:,.2f}",
-            f"{r.exposed_ns_b / 1e3:,.2f}",
-            f"{r.delta_exposed_ns / 1e3:+,.2f}",
-            fmt(r.hidden_pct_a, ".1f"),
-            fmt(r.hidden_pct_b, ".1f"),
+            _dash(r.exposed_ns_a / 1e3, ",.2f"),
+            _dash(r.exposed_ns_b / 1e3, ",.2f"),
+            _dash(r.delta_exposed_ns / 1e3, "+,.2f"),
+            fmt(r.hidden_pct_a, ".1f") if r.in_a else MISSING,
+            fmt(r.hidden_pct_b, ".1f") if r.in_b else MISSING,
         ]
         for r in m.head(top).itertuples(index=False)
     ]
@@ -848,9 +862,15 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
     )
     cap = (
         f"Exposed comm per op in {labels[0]} and {labels[1]}, the largest changes first "
-        "(per step and rank; delta in the hover and the table)."
+        "(per step and rank; delta in the hover and the table). An op that launched no comm "
+        f"on one side shows {MISSING} there (missing, not 0)."
     )
     return Section("opdelta", title, cap, fig, extra=(table,))
+
+
+def _dash(x: float, spec: str) -> str:
+    """A number, or "—" where one side of a comparison has no value."""
+    return MISSING if _missing(x) else f"{x:{spec}}"
 
 
 def analysis_sections(
