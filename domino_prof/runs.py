@@ -322,45 +322,57 @@ def refresh(out: Path) -> dict:
 def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     """analysis.json per mode (if ``analyze``), the comparison table, report.html and
     run.json — run.json last, so a run directory with run.json is complete."""
-    analyses = _analyze_modes(out, run) if analyze else {}
+    analyses: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    if analyze:
+        analyses, failed = _analyze_modes(out, run)
     run["comparison"] = comparison_rows(run["modes"])
-    _write_report(out, run, analyses)
+    _write_report(out, run, analyses, failed)
     write_run(out, run)
 
 
-def _write_report(out: Path, run: dict, analyses: dict) -> None:
-    """report.html for every analysed mode (plotly is a dependency of the analysis
-    side only: a bare GPU node may lack it, and then a note says so)."""
+def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) -> None:
+    """report.html of every mode, in the run's order; a mode that could not be analysed
+    is a note in its place, as `domino-prof report` shows it (plotly is a dependency of
+    the analysis side only: a bare GPU node may lack it, and then a note says so)."""
     if not analyses:
         return
     try:
         from domino_prof.report import write_report
+        from domino_prof.report.figures import Unavailable
     except ImportError as e:
         run["notes"].append(f"no report: {e}")
         return
-    write_report(analyses, out / "report.html", run=run)
+    pages = {
+        m: analyses[m] if m in analyses else Unavailable(f"Not analysed: {failed[m]}")
+        for m in run["modes"]
+        if m in analyses or m in failed
+    }
+    write_report(pages, out / "report.html", run=run)
 
 
-def _analyze_modes(out: Path, run: dict) -> dict[str, Any]:
+def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]]:
+    """{mode: Analysis} and {mode: why not} for the modes that could not be analysed."""
     try:
         from domino_prof.analysis import AnalysisConfig, analyze
         from domino_prof.trace import load_trace
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
-        return {}
+        return {}, {}
     from domino_prof.errors import DominoProfError
 
-    analyses = {}
+    analyses, failed = {}, {}
     for mode, r in run["modes"].items():
         try:
             a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
         except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
             run["notes"].append(f"{mode}: traces not analysed: {e}")
             r["hidden_pct"] = None
+            failed[mode] = str(e)
             continue
         atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
         r["analysis"] = f"{r['trace_dir']}/analysis.json"
         r["hidden_pct"] = a.totals.get("hidden_pct")
         r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")
         analyses[mode] = a
-    return analyses
+    return analyses, failed

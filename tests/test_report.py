@@ -212,9 +212,42 @@ def test_compare_of_disjoint_ops_shows_a_dash_not_zero(tmp_path):
 def test_headline_cards(dom):
     cards = F.headline(dom).body
     assert [c.value for c in cards] == ["56.2 %", "0.035 ms", "0.13 ms"]  # 45/80; 35 µs; 130 µs
+    assert cards[2].label == "profiled step"  # no run: the one step time is the profiled one
     cmp_row = {"mode": "domino", "speedup_vs_tp": 1.25, "frac_of_nocomm": 0.8}
     cards = F.headline(dom, comparison=cmp_row).body
-    assert [c.value for c in cards[3:]] == ["1.250×", "80.0 %"]
+    # the fraction of nocomm in the CLI's unit (was "80.0 %" beside the CLI's 0.800)
+    assert [c.value for c in cards[3:]] == ["1.250×", "0.800"]
+    assert cards[2].label == "profiled step"  # this row has no timed step
+    # in a run the step card is the timed step, the one the speedups compare; the
+    # profiled device wall is named, labelled, in its caption
+    cards = F.headline(dom, comparison={**cmp_row, "step_ms": 1.6}).body
+    assert (cards[2].label, cards[2].value) == ("timed step", "1.60 ms")
+    assert "profiled: 0.13 ms device wall" in cards[2].sub
+    assert [c.tone for c in cards[2:]] == ["", "", ""]  # green/red only for hidden comm
+
+
+def test_mode_comparison_is_the_cli_table_with_neutral_bars():
+    from domino_prof.runs import comparison_rows, comparison_table
+
+    modes = {m: {"step_ms": s, "tokens_per_s": 256 / s, "hidden_pct": h}
+             for m, s, h in (("tp", 2.0, 0.0), ("nocomm", 1.0, None), ("domino", 2.5, 40.0))}  # fmt: skip
+    run = {"comparison": comparison_rows(modes)}
+    sec = F.mode_comparison(run)
+    bar = sec.body.data[0]
+    assert list(bar.y) == [2.0, 1.0, 2.5]
+    assert list(bar.marker.color) == [F.MODE_REF, F.MODE_OTHER, F.MODE_OTHER]
+    assert F.COLORS["comm_hidden"] not in bar.marker.color  # domino is the slowest here
+    table = sec.extra[0]
+    assert (list(table.columns), [list(r) for r in table.rows]) == tuple(
+        map(list, comparison_table(run["comparison"]))
+    )
+    assert list(table.columns) == ["mode", "timed step ms", "tokens/s", "hidden %",
+                                   "speedup vs tp", "of nocomm"]  # fmt: skip
+    # domino: speedup 2.0/2.5 = 0.800, of nocomm (256/2.5)/(256/1.0) = 0.400
+    assert list(table.rows[2]) == ["domino", "2.50", "102", "40.0", "0.800", "0.400"]
+    assert not sec.notes
+    sec = F.mode_comparison({"comparison": comparison_rows({"domino": modes["domino"]})})
+    assert sec.notes and "tp did not run" in sec.notes[0]
 
 
 def test_timeline_figure(dom):

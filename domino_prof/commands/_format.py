@@ -27,7 +27,7 @@ def modes_table(run: dict | None) -> Any:
         if x
     )
     headers, cells = comparison_table(rows)
-    t = Table(title=title or None)
+    t = Table(title=title or None, caption=COMPARISON_CAPTION)
     for h in headers:
         t.add_column(h, justify="left" if h == "mode" else "right")
     for line in cells:
@@ -35,6 +35,10 @@ def modes_table(run: dict | None) -> Any:
     return t
 
 
+COMPARISON_CAPTION = (
+    "timed step: median of the timed (unprofiled) steps, what the speedups compare; "
+    "hidden %: the profiled steps"
+)
 NOCOMM_NOTE = (
     "nocomm skips every TP collective: its losses are meaningless; it is a throughput "
     "upper bound only."

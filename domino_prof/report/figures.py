@@ -33,6 +33,8 @@ PART_LABELS = {
     "comm_exposed": "comm, exposed",
     "memory": "memory (copy/set)",
 }
+MODE_REF = "#52606D"  # tp, the reference bar of the mode comparison
+MODE_OTHER = "#9AA5B1"  # every other mode: neutral (green is hidden comm only)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MAX_RECTS_PER_LANE = 1500
 TOP_OPS = 25
@@ -127,18 +129,33 @@ def _n_steps(analysis: Any) -> int:
 # --- headline ----------------------------------------------------------------
 def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") -> Section:
     """Cards: hidden %, exposed comm ms/step, step time (+ speedup vs tp and fraction
-    of nocomm from a multi-mode run.json comparison row)."""
+    of nocomm from a multi-mode run.json comparison row).
+
+    One step time per page: with a run's comparison row the step card is the timed
+    step (median of the timed, unprofiled steps: what the speedups compare) and the
+    profiled steps' device wall is named in its caption; without a run it is the
+    profiled step, labelled so. Green is only for hidden comm."""
     t = _get(analysis, "totals") or {}
     hp = t.get("hidden_pct")
+    n_prof = t.get("n_iterations", 0) or 0
+    profiled = fmt(t.get("step_ms"), ".2f", " ms")
+    timed = (comparison or {}).get("step_ms")
+    if _missing(timed):
+        step = Card("profiled step", profiled, f"device wall, mean over {n_prof} profiled steps")
+    else:
+        step = Card(
+            "timed step",
+            fmt(timed, ".2f", " ms"),
+            f"median of the timed (unprofiled) steps; profiled: {profiled} device wall",
+        )
     cards = [
         Card("comm hidden", fmt(hp, ".1f", " %"),
              "no comm in this trace" if _missing(hp) else
              f"{fmt(_ns_ms(t.get('hidden_ns')), '.2f')} of {fmt(_ns_ms(t.get('comm_ns')), '.2f')} ms comm",
              "" if _missing(hp) else ("good" if hp >= 80 else "bad" if hp < 50 else "")),
         Card("exposed comm / step", fmt(t.get("exposed_ms_per_step"), ".3f", " ms"),
-             "comm not overlapped by compute"),
-        Card("step time", fmt(t.get("step_ms"), ".2f", " ms"),
-             f"mean over {t.get('n_iterations', 0) or 0} profiled steps"),
+             "comm not overlapped by compute (profiled steps)"),
+        step,
     ]  # fmt: skip
     if comparison:
         sp = comparison.get("speedup_vs_tp")
@@ -147,15 +164,16 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
             Card(
                 "speedup vs tp",
                 fmt(sp, ".3f", "×"),
-                "tp step time / this mode's (timed, unprofiled steps)",
-                "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else ""),
+                "tp timed step / this mode's" if not _missing(sp) else "tp is not in this run",
             )
         )
         cards.append(
             Card(
-                "of nocomm speed",
-                fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
-                "nocomm step time / this mode's (100 % = comm is free)",
+                "of nocomm",
+                fmt(fr, ".3f"),
+                "throughput / nocomm's (1.000 = comm is free)"
+                if not _missing(fr)
+                else "nocomm is not in this run",
             )
         )
     ranks = _get(analysis, "ranks") or []
@@ -712,8 +730,11 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
 
 # --- multi-mode run comparison -----------------------------------------------------
 def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = None) -> Section:
-    """Step time per mode (run.json's comparison table); ``hidden_pct`` fills that column
-    from the analyses where run.json has none."""
+    """Timed step per mode and the comparison table (``runs.comparison_table``: the
+    columns and units the CLI prints); ``hidden_pct`` fills that column from the
+    analyses where run.json has none. Bars are neutral (green means hidden comm)."""
+    from domino_prof.runs import comparison_table
+
     title = "Modes compared"
     comp = [dict(c) for c in run.get("comparison") or []]
     for c in comp:
@@ -726,27 +747,25 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
         c.get("step_ms") if not _missing(c.get("step_ms")) else float("nan") for c in comp
     )
     fig = go.Figure(go.Bar(
-        x=modes, y=step, marker={"color": ["#59A14F" if m == "domino" else "#4E79A7"
-                                           if m == "tp" else "#BAB0AC" for m in modes]},
+        x=modes, y=step, marker={"color": [MODE_REF if m == "tp" else MODE_OTHER
+                                           for m in modes]},
         text=[fmt(c.get("speedup_vs_tp"), ".3f", "× vs tp") for c in comp],
-        textposition="outside", hovertemplate="%{x}: %{y:.2f} ms/step<extra></extra>",
+        textposition="outside", hovertemplate="%{x}: %{y:.2f} ms per timed step<extra></extra>",
     ))  # fmt: skip
     _base_layout(fig, height=320, showlegend=False)
-    fig.update_yaxes(title="ms per step")
-    rows = [[str(c.get("mode")), fmt(c.get("step_ms"), ".2f"), fmt(c.get("tokens_per_s"), ",.0f"),
-             fmt(c.get("hidden_pct"), ".1f"), fmt(c.get("speedup_vs_tp"), ".3f"),
-             fmt(None if _missing(c.get("frac_of_nocomm")) else 100 * c["frac_of_nocomm"], ".1f")]
-            for c in comp]  # fmt: skip
-    table = Table(
-        ["mode", "step ms", "tokens/s", "hidden %", "speedup vs tp", "% of nocomm"],
-        rows,
-        [False, True, True, True, True, True],
-    )
+    fig.update_yaxes(title="ms per timed step")
+    headers, rows = comparison_table(comp)
+    table = Table(headers, rows, [h != "mode" for h in headers])
+    notes = []
+    if "tp" not in modes:
+        notes.append("tp did not run: no speedup to show (`domino-prof run --mode all`).")
     cap = (
-        "Step time per mode from the same run: tp = plain tensor parallel, domino = "
-        "overlapped, nocomm = comm removed (the ceiling)."
+        "Timed step per mode (median of the timed, unprofiled steps) from the same run: "
+        "tp = plain tensor parallel, domino = overlapped micro-batches, nocomm = comm "
+        "removed (the ceiling), sp / domino-sp = the same with sequence parallelism; "
+        "hidden % comes from the profiled steps."
     )
-    return Section("modes", title, cap, fig, extra=(table,))
+    return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
 
 
 # --- compare two analyses ----------------------------------------------------------
