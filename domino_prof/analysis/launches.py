@@ -27,19 +27,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.attribution import api_name, tuple_ids
 from domino_prof.analysis.intervals import (
     grouped_difference,
     grouped_intersection,
     grouped_merge,
     grouped_searchsorted,
 )
-from domino_prof.analysis.switches import (
-    api_name,
-    dense_key,
-    grouped_stats,
-    prev_end_on_stream,
-    stats_ns,
-)
+from domino_prof.analysis.tables import grouped_stats, prev_end_on_stream, stats_ns
 
 # Calls that put device work on a stream (joined to it by correlation), without CUPTI's
 # ``_vNNNNN`` suffix (docs/METRICS.md "Kernel launches" and its Extension).
@@ -102,7 +97,7 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     iv["host_bound"] = hb
     iv["host_bound_idle_ns"] = idle.astype(np.int64)
     # the part of each host-bound gap during which the whole device was idle
-    dev_key = dense_key(iv["rank"].to_numpy(), iv["device"].to_numpy())
+    dev_key = tuple_ids(iv["rank"].to_numpy(), iv["device"].to_numpy())
     mk, ms, me = grouped_merge(dev_key, iv["start"].to_numpy(), iv["end"].to_numpy())
     gap_s = np.where(hb, prev_end, 0)
     gap_e = np.where(hb, iv["start"].to_numpy(np.int64), 0)
@@ -127,7 +122,7 @@ def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
     sel = lt["in_step_gap"].to_numpy()
     if not sel.any():
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
-    dev_key = dense_key(lt["rank"].to_numpy(), lt["device"].to_numpy())
+    dev_key = tuple_ids(lt["rank"].to_numpy(), lt["device"].to_numpy())
     g = lt.loc[sel]
     gk = dev_key[sel]
     gs, ge = g["prev_end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)

@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.attribution import Context, context
 from domino_prof.analysis.findings import build_findings
 from domino_prof.analysis.launches import summarize_launches
 from domino_prof.analysis.ranks import summarize_ranks
-from domino_prof.analysis.switches import iteration_walls, step_windows, summarize_switches
+from domino_prof.analysis.switches import summarize_switches
+from domino_prof.analysis.tables import iteration_walls
 from domino_prof.errors import ConfigError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
@@ -99,13 +101,17 @@ def jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def analyze_overheads(trace: Trace, intervals: pd.DataFrame, config: Any) -> dict:
-    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready)."""
+def analyze_overheads(
+    trace: Trace, intervals: pd.DataFrame, config: Any, *, ctx: Context | None = None
+) -> dict:
+    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready).
+    ``ctx``: the trace's attribution context (the one its intervals were attributed
+    with; built here when not given)."""
     t = resolve_thresholds(getattr(config, "overhead_thresholds", None))
     top_n = int(t["top_n"])
     events = trace.events
     notes: list[str] = []
-    steps = step_windows(events)
+    ctx = context(events) if ctx is None else ctx
     walls = iteration_walls(intervals)
     if walls.empty:
         notes.append(
@@ -117,8 +123,8 @@ def analyze_overheads(trace: Trace, intervals: pd.DataFrame, config: Any) -> dic
     gpu = bool(events["cat"].astype(str).isin(DEVICE_CATS).any())
     if gpu:
         switches, n1 = summarize_switches(
-            events, intervals, steps=steps, walls=walls,
-            switch_gap_share=t["switch_gap_share"], top_n=top_n,
+            events, intervals, walls=walls, switch_gap_share=t["switch_gap_share"],
+            top_n=top_n, ctx=ctx,
         )  # fmt: skip
         launches, n2 = summarize_launches(
             intervals, walls=walls, min_graph_run=int(t["min_graph_run"]),

@@ -223,7 +223,7 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         notes=notes,
         **tables,
     )
-    a.overheads = _overheads(trace, a, config)
+    a.overheads = _overheads(trace, a, config, cl.context)
     return a
 
 
@@ -247,10 +247,10 @@ def _negative_duration_notes(trace: Trace) -> list[str]:
     return out
 
 
-def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict:
+def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig, ctx) -> dict:
     # imported here: overheads builds on classify, which this module's package imports
     from domino_prof.analysis.overheads import analyze_overheads
 
-    out = analyze_overheads(trace, a.intervals, config)
+    out = analyze_overheads(trace, a.intervals, config, ctx=ctx)
     a.notes.extend(out.get("notes", []))  # what the overheads could not compute, and why
     return out

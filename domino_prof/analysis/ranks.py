@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.switches import stats_ns
+from domino_prof.analysis.tables import stats_ns
 from domino_prof.trace.schema import Trace
 
 # comm that is not a collective with arrivals on every rank: copies (one-sided) and
