@@ -86,7 +86,7 @@ def test_split_hidden_exposed_hand_worked():
     # compute [0,20] [30,40]; comm [10,35] -> hidden [10,20], exposed [20,30], hidden
     # [30,35]; comm [45,50] has no compute under it -> exposed.
     iv = pd.DataFrame({
-        "rank": [0, 0, 0, 0], "stream": [7, 7, 13, 13], "start": [0, 30, 10, 45],
+        "rank": [0, 0, 0, 0], "device": 0, "stream": [7, 7, 13, 13], "start": [0, 30, 10, 45],
         "end": [20, 40, 35, 50], "kind": ["compute", "compute", "comm", "comm"],
         "name": ["g", "g", "nccl", "nccl"], "op": ["a", "b", "c", "d"], "iteration": 1,
     })  # fmt: skip
@@ -103,8 +103,23 @@ def test_split_hidden_exposed_hand_worked():
     assert set(p2.loc[p2["rank"] == 0, "part"]) == {"comm_exposed"}
 
 
+def test_split_is_per_device_and_across_steps():
+    # one rank, two devices. Device 0: comm [10, 30) of step 1, compute [20, 40) of
+    # step 2 -> hidden [20, 30) (compute of any step hides it, as in the numbers).
+    # Device 1: compute [0, 50) -- another device's compute hides nothing on device 0.
+    iv = pd.DataFrame({
+        "rank": 0, "device": [0, 0, 1], "stream": [13, 7, 9], "start": [10, 20, 0],
+        "end": [30, 40, 50], "kind": ["comm", "compute", "compute"], "name": "k", "op": "o",
+        "iteration": [1, 2, 1],
+    })  # fmt: skip
+    p = tl.split_hidden_exposed(iv, iteration=1)
+    comm = p[p["part"].str.startswith("comm")]
+    assert comm[["start", "end", "part"]].values.tolist() == [
+        [10, 20, "comm_exposed"], [20, 30, "comm_hidden"]]  # fmt: skip
+
+
 def test_split_sums_equal_analysis_hidden(dom):
-    p = tl.split_hidden_exposed(dom.intervals, iteration=1)
+    p = tl.split_hidden_exposed(dom.intervals, reference=dom.reference, iteration=1)
     length = p["end"] - p["start"]
     for r in (0, 1):
         on = p["rank"] == r

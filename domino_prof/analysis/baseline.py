@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domino_prof.analysis import intervals
 from domino_prof.errors import ConfigError, OptionError, opt
 
 BASELINE_SCHEMA = "domino-prof/baseline"
@@ -175,38 +174,26 @@ def _assemble(
     return out
 
 
-def _interval_figures(iv: pd.DataFrame, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
+def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
     """Exact comm/hidden ns of the selected comm intervals, grouped by ``by`` (rank first).
 
-    Per (group, device): C = |∪ selected comm|, H = |(∪ selected comm) ∩ (∪ compute on
-    that device)| -- METRICS.md's definitions, with the union taken over the
-    selection (so comm running concurrently for two selected ops counts once).
+    Per (group, device): C = |∪ selected comm|, H = |(∪ selected comm) ∩ compute
+    reference of that device| -- METRICS.md's definitions through the analysis' own
+    overlap routine (``overlap.comm_overlap``), with the union taken over the selection
+    (so comm running concurrently for two selected ops counts once).
     """
-    comm_mask = comm_mask.to_numpy(dtype=bool)
-    dev = iv.groupby(["rank", "device"], observed=True, sort=False).ngroup().to_numpy(np.int64)
-    start = iv["start"].to_numpy(np.int64)
-    end = iv["end"].to_numpy(np.int64)
-    comp = (iv["kind"].astype(str) == "compute").to_numpy(dtype=bool)
-    ck, cs, ce = intervals.grouped_merge(dev[comp], start[comp], end[comp])
-    comm = iv.loc[comm_mask, by + ["device"]]
+    from domino_prof.analysis.overlap import ComputeReference, comm_overlap
+
+    iv = analysis.intervals
+    ref = getattr(analysis, "reference", None)
+    if ref is None:  # a frame-only analysis (tests, old pickles): its compute rows
+        ref = ComputeReference.of_intervals(iv)
+    comm = iv.loc[comm_mask.to_numpy(dtype=bool)]
     if not len(comm):
         return pd.DataFrame({**{k: [] for k in by}, "comm_ns": [], "hidden_ns": []})
-    g = comm.groupby(by + ["device"], observed=True, sort=False).ngroup().to_numpy(np.int64)
-    n_groups = int(g.max()) + 1
-    g_dev = np.zeros(n_groups, dtype=np.int64)
-    g_dev[g] = dev[comm_mask]
-    gk, gs, ge = intervals.grouped_merge(g, start[comm_mask], end[comm_mask])
-    hidden = intervals.grouped_intersection(g_dev[gk], gs, ge, ck, cs, ce)
-    comm_ns = np.zeros(n_groups, dtype=np.int64)
-    hidden_ns = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(comm_ns, gk, ge - gs)
-    np.add.at(hidden_ns, gk, hidden)
-    first = np.unique(g, return_index=True)[1]  # first row of each group, in group order
-    keys = comm.iloc[first][by].reset_index(drop=True)
+    keys = comm_overlap(ref, comm, by)
     for k in by:
         keys[k] = keys[k].astype(np.int64) if k in ("rank", "iteration") else keys[k].astype(str)
-    keys["comm_ns"] = comm_ns
-    keys["hidden_ns"] = hidden_ns
     return keys.groupby(by, sort=True)[["comm_ns", "hidden_ns"]].sum().reset_index()
 
 
@@ -271,8 +258,8 @@ def figures(
         bp = analysis.by_phase
         whole = bp[bp["phase"].astype(str) == phase]
     else:
-        whole = _interval_figures(iv, mask, ["rank"])
-    steps = _interval_figures(iv, mask & (iv["iteration"] >= 0), ["rank", "iteration"])
+        whole = _interval_figures(analysis, mask, ["rank"])
+    steps = _interval_figures(analysis, mask & (iv["iteration"] >= 0), ["rank", "iteration"])
     return _assemble(ranks, n_iter, whole, steps)
 
 
@@ -660,7 +647,7 @@ def _op_table(analysis: Any, phase: str | None) -> dict[tuple[int, str], float |
         }
     iv = analysis.intervals
     mask = (iv["kind"].astype(str) == "comm") & (iv["phase"].astype(str) == phase)
-    table = _interval_figures(iv, mask, ["rank", "op"])
+    table = _interval_figures(analysis, mask, ["rank", "op"])
     return {
         (int(row.rank), str(row.op)): 100.0 * row.hidden_ns / row.comm_ns
         for row in table.itertuples(index=False)

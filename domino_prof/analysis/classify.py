@@ -74,6 +74,13 @@ class Classified:
     # the trace's attribution context (step windows, annotations, runtime calls)
     context: Context | None = None
 
+    @property
+    def reference(self):
+        """The compute reference as ``overlap.ComputeReference``."""
+        from domino_prof.analysis.overlap import ComputeReference
+
+        return ComputeReference(self.ref_rank, self.ref_device, self.ref_start, self.ref_end)
+
 
 __all__ = ["NO_OP", "PHASES", "Classified", "classify", "innermost_containing", "leaf_ops"]
 

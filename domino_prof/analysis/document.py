@@ -41,6 +41,9 @@ class Analysis:
     totals: dict
     overheads: dict | None = None
     notes: list[str] = field(default_factory=list)
+    # the merged compute time that hides comm, per (rank, device) (overlap.ComputeReference;
+    # not written to JSON): what every later hidden/exposed split measures against
+    reference: Any = None
 
     def to_json(self) -> dict:
         """The versioned document: plain JSON types only, ``null`` for undefined."""

@@ -221,7 +221,9 @@ def step_timeline(
         if not (iv["iteration"] == iteration).any():
             iteration_sel = None
             notes.append(f"Step {iteration} has no device intervals: the whole trace is drawn.")
-    pieces = tl.split_hidden_exposed(iv, iteration=iteration_sel)
+    pieces = tl.split_hidden_exposed(
+        iv, reference=_get(analysis, "reference"), iteration=iteration_sel
+    )
     n_raw = len(pieces)
     pieces, merged = tl.merge_for_display(pieces, max_per_lane=max_per_lane)
     if merged:
