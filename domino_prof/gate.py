@@ -63,7 +63,11 @@ def analyse(
 
 
 def skipped_notes(analysis: Any) -> list[str]:
-    return [n for n in getattr(analysis, "notes", []) if str(n).startswith("skipped ")]
+    """The notes naming files a directory load skipped (--skip-bad)."""
+    from domino_prof.analysis.overlap import SKIPPED
+    from domino_prof.analysis.results import notes_about
+
+    return notes_about(getattr(analysis, "notes", []), SKIPPED)
 
 
 def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
@@ -177,7 +181,8 @@ def run_check(
         exit_code,
         parse_phase,
     )
-    from domino_prof.analysis.overlap import NEGATIVE_DURATION
+    from domino_prof.analysis.overlap import NEGATIVE_DURATION_TOPIC
+    from domino_prof.analysis.results import notes_about
 
     # Validate the options before the (possibly slow) load.
     base_doc = read_baseline(baseline) if baseline is not None else None
@@ -204,7 +209,7 @@ def run_check(
         if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
             notes.append(tag + note)
         # damaged input that changes the gated figures is said here too, not only in analyze
-        notes += [tag + n for n in analysis.notes if NEGATIVE_DURATION in n]
+        notes += [tag + n for n in notes_about(analysis.notes, NEGATIVE_DURATION_TOPIC)]
         rows = evaluate(analysis, rules)
         results += [replace(r, mode=m) for r in rows] if m else rows
     return CheckOutcome(

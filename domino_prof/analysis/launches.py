@@ -34,6 +34,7 @@ from domino_prof.analysis.intervals import (
     grouped_merge,
     grouped_searchsorted,
 )
+from domino_prof.analysis.results import Launches, Note, tagged
 from domino_prof.analysis.tables import grouped_stats, prev_end_on_stream, stats_ns
 
 # Calls that put device work on a stream (joined to it by correlation), without CUPTI's
@@ -247,8 +248,8 @@ def summarize_launches(
     min_graph_run: int,
     host_bound_share: float,
     top_n: int,
-) -> tuple[dict, list[str]]:
-    """The "launches" section (plain Python values) and notes on what is missing."""
+) -> tuple[Launches, list[Note]]:
+    """The "launches" section and notes on what is missing."""
     notes: list[str] = []
     lt = launch_table(intervals)
     n_launched = int(lt["launched"].sum())
@@ -262,12 +263,13 @@ def summarize_launches(
             "(docs/METRICS.md lists the launch APIs)."
         )
     if n_launched == 0:
-        notes.append(
-            "kernel launches: not computed: no device interval is joined to a launch call "
-            "(a CUDA/HIP kernel, copy, memset or graph launch API; docs/METRICS.md lists "
-            "them); the trace has no runtime/driver events or their correlations are missing."
+        why = (
+            "no device interval is joined to a launch call (a CUDA/HIP kernel, copy, "
+            "memset or graph launch API; docs/METRICS.md lists them); the trace has no "
+            "runtime/driver events or their correlations are missing."
         )
-        return {"computed": False}, notes
+        notes.append(f"kernel launches: not computed: {why}")
+        return Launches(computed=False, reason=why), tagged(notes, "launches")
     n_neg = int(lt["delay_negative"].sum())
     if n_neg:
         notes.append(
@@ -369,4 +371,4 @@ def summarize_launches(
         "top_ops": top_ops(lt, top_n).to_dict("records"),
         "graph_candidates": cands.head(top_n).to_dict("records"),
     }
-    return section, notes
+    return Launches.of(section), tagged(notes, "launches")

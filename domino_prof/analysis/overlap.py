@@ -23,6 +23,7 @@ from domino_prof.analysis.attribution import tuple_ids
 from domino_prof.analysis.classify import Classified, classify
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.document import Analysis
+from domino_prof.analysis.results import Note, Overheads, tagged
 from domino_prof.trace.schema import Trace
 
 NS_COLS = ("comm_ns", "hidden_ns", "exposed_ns")
@@ -289,20 +290,25 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         int(x) for x in cl.intervals["rank"].unique()
     )  # fmt: skip
     tables = overlap_tables(cl, ranks)
-    notes = list(cl.notes)
+    notes = tagged(cl.notes, "classify")
     renamed = {k: v for m in trace.ranks.values() for k, v in m.renamed_categories.items()}
     if renamed:
         pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(renamed.items()))
-        notes.append(f"older Kineto trace format: categories read as today's ({pairs})")
-    notes += _negative_duration_notes(trace)
+        notes.append(
+            Note(f"older Kineto trace format: categories read as today's ({pairs})", "format")
+        )
+    notes += tagged(_negative_duration_notes(trace), NEGATIVE_DURATION_TOPIC)
     for path, why in trace.skipped:
-        notes.append(f"skipped {path}: {why}")
+        notes.append(Note(f"skipped {path}: {why}", SKIPPED))
     n_out = int((cl.intervals["iteration"] < 0).sum())
     if n_out:
-        notes.append(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)")
+        notes.append(
+            Note(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)",
+                 "outside_steps")
+        )  # fmt: skip
     no_comm = [int(x) for x in tables["by_rank"].query("comm_ns == 0")["rank"]]
     if no_comm:
-        notes.append(f"ranks without comm (hidden % undefined): {no_comm}")
+        notes.append(Note(f"ranks without comm (hidden % undefined): {no_comm}", "no_comm"))
     totals = totals_of(tables, cl.intervals)
     totals["comm_sources"] = cl.comm_sources
     totals["n_negative_durations"] = sum(
@@ -324,6 +330,8 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
 
 
 NEGATIVE_DURATION = "negative duration"  # in the notes below (check repeats them)
+NEGATIVE_DURATION_TOPIC = "negative_duration"  # their Note topic
+SKIPPED = "skipped"  # the topic of a note naming a file that was not loaded
 
 
 def _negative_duration_notes(trace: Trace) -> list[str]:
@@ -343,10 +351,10 @@ def _negative_duration_notes(trace: Trace) -> list[str]:
     return out
 
 
-def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig, ctx) -> dict:
+def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig, ctx) -> Overheads:
     # imported here: overheads builds on classify, which this module's package imports
     from domino_prof.analysis.overheads import analyze_overheads
 
     out = analyze_overheads(trace, a.intervals, config, ctx=ctx)
-    a.notes.extend(out.get("notes", []))  # what the overheads could not compute, and why
+    a.notes.extend(out.notes)  # what the overheads could not compute, and why
     return out

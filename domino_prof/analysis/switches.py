@@ -37,6 +37,7 @@ from domino_prof.analysis.attribution import (
     context,
     runtime_calls,
 )
+from domino_prof.analysis.results import Note, StreamSwitches, tagged
 from domino_prof.analysis.tables import grouped_stats, prev_end_on_stream, stats_ns
 
 RECORD_CALLS: tuple[str, ...] = (
@@ -292,8 +293,8 @@ def summarize_switches(
     switch_gap_share: float,
     top_n: int,
     ctx: Context | None = None,
-) -> tuple[dict, list[str]]:
-    """The "stream_switches" section (plain Python values) and notes on what is missing."""
+) -> tuple[StreamSwitches, list[Note]]:
+    """The "stream_switches" section and notes on what is missing."""
     notes: list[str] = []
     ctx = context(events) if ctx is None else ctx
     calls = ctx.calls
@@ -445,4 +446,4 @@ def summarize_switches(
         "worst_stream_pair": worst[0] if worst else None,
         "blocking_syncs": blocking.head(top_n).to_dict("records"),
     }
-    return section, notes
+    return StreamSwitches.of(section), tagged(notes, "stream_switches")

@@ -196,8 +196,8 @@ def by_table(a, by: By):
     return t
 
 
-def findings_renderable(overheads: dict | None):
-    if not overheads or not overheads.get("findings"):
+def findings_renderable(overheads):
+    if overheads is None or not overheads.get("findings"):
         return None
     from domino_prof.commands._findings import findings_table
 
@@ -223,7 +223,7 @@ def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -
     if f is not None:
         console.print(f)
     for note in a.notes:
-        if not str(note).startswith("skipped "):  # said on stderr, as every command does
+        if getattr(note, "topic", "") != "skipped":  # on stderr, as every command says it
             console.print(f"note: {note}", highlight=False, markup=False)
 
 
@@ -272,6 +272,7 @@ def register(app: typer.Typer) -> None:
 
         Also per phase, iteration and collective (--by), with the overheads beyond
         overlap (stream switches, launches, cross-rank waits) as ranked findings."""
+        from domino_prof.gate import skipped_notes
         from domino_prof.runs import resolve
 
         by_choice = _parse_by(by)
@@ -296,7 +297,7 @@ def register(app: typer.Typer) -> None:
         to_stdout = json_path is not None and str(json_path) == "-"
         print_notes(notes)
         a = reading.analyse(target.modes[m], config)
-        print_notes([n for n in a.notes if str(n).startswith("skipped ")])
+        print_notes(skipped_notes(a))
         run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
         if to_stdout:

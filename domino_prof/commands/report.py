@@ -224,7 +224,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _skipped(a: Any) -> list[str]:
-    return [n for n in getattr(a, "notes", []) if str(n).startswith("skipped ")]
+    from domino_prof.gate import skipped_notes
+
+    return skipped_notes(a)
 
 
 def print_compare(

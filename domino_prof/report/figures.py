@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from domino_prof.analysis import timeline as tl
+from domino_prof.analysis.results import Overheads, Stats, Where
 
 COLORS = {
     "compute": "#4E79A7",
@@ -397,22 +398,26 @@ _PALETTE = [
 ]
 
 
-def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Unavailable:
-    """``overheads[key]`` when it was computed, else why not (from the notes)."""
+def _overheads(analysis: Any) -> Overheads | None:
+    """The analysis' typed overheads (a JSON-shaped dict is read as one); None when the
+    overhead analysis did not run."""
     ov = _get(analysis, "overheads")
-    notes = [str(n) for n in (_get(analysis, "notes") or [])]
-    if isinstance(ov, dict):
-        notes += [str(n) for n in ov.get("notes") or []]
-    hits = [n for n in notes if note_prefix in n.split(":", 1)[0].lower()]
-    why = hits[0].split(":", 1)[-1].strip() if hits else ""
-    if not isinstance(ov, dict):
-        why = why or next((n for n in notes if "overhead" in n.lower()), "")
+    if ov is None:
+        return None
+    return ov if isinstance(ov, Overheads) else Overheads.of(ov)
+
+
+def _ov_part(analysis: Any, key: str, what: str) -> Any:
+    """The overhead section ``key`` when it was computed, else an Unavailable saying why
+    (the section's own ``reason``)."""
+    ov = _overheads(analysis)
+    if ov is None:
         return Unavailable(
-            f"{what}: not computed: {why or 'the overhead analysis was not run for this trace.'}"
+            f"{what}: not computed: the overhead analysis was not run for this trace."
         )
-    part = ov.get(key)
-    if not isinstance(part, dict) or not part.get("computed", True):
-        return Unavailable(f"{what}: not computed: {why or 'no result in the overheads.'}")
+    part = getattr(ov, key)
+    if not part.computed:
+        return Unavailable(f"{what}: not computed: {part.reason or 'no result in the overheads.'}")
     return part
 
 
@@ -447,19 +452,19 @@ def switch_gaps(analysis: Any) -> Section:
     """Stream-switch gaps: total device idle by consumer op (top ops of the overheads
     summary), p50/p95 in the hover; the stream pairs in a table."""
     title = "Stream-switch gaps"
-    sw = _ov_part(analysis, "stream_switches", "stream switches", "Stream switches")
+    sw = _ov_part(analysis, "stream_switches", "Stream switches")
     if isinstance(sw, Unavailable):
         return Section("switches", title, "", sw)
-    st = sw.get("switch_gap") or {}
-    by_op = pd.DataFrame(sw.get("by_op") or [])
-    if not st.get("count") or len(by_op) == 0 or "switch_gap_total_ns" not in by_op:
+    st = sw.switch_gap or Stats()
+    by_op = pd.DataFrame(sw.by_op)
+    if not st.count or len(by_op) == 0 or "switch_gap_total_ns" not in by_op:
         return Section(
             "switches",
             title,
             "",
             Unavailable(
                 f"No cross-stream wait with a matched producer and consumer "
-                f"({sw.get('n_edges', 0)} wait edge(s), source: {sw.get('source', 'none')})."
+                f"({sw.n_edges or 0} wait edge(s), source: {sw.source})."
             ),
         )
     by_op = by_op.sort_values("switch_gap_total_ns", ascending=True, kind="stable")
@@ -475,7 +480,7 @@ def switch_gaps(analysis: Any) -> Section:
     _base_layout(fig, height=140 + 26 * len(by_op), showlegend=False)
     fig.update_xaxes(title="device idle from cross-stream waits, µs (all profiled steps)")
     fig.update_yaxes(automargin=True)
-    pairs = sw.get("by_stream_pair") or []
+    pairs = sw.by_stream_pair
     extra: tuple[Any, ...] = ()
     if pairs:
         extra = (Table(["rank", "from stream", "to stream", "waits", "idle µs"],
@@ -484,10 +489,10 @@ def switch_gaps(analysis: Any) -> Section:
                          fmt(_us(q.get("switch_gap_total_ns")), ",.1f")] for q in pairs],
                        [True] * 5),)  # fmt: skip
     cap = (
-        f"{st['count']:,} cross-stream waits ({sw.get('source')}); idle each put on the "
-        f"waiting stream, by the op that waited: p50 {fmt(_us(st.get('p50_ns')), '.2f')} µs,"
-        f" p95 {fmt(_us(st.get('p95_ns')), '.2f')} µs, "
-        f"{fmt(sw.get('switch_gap_ms_per_step'), '.3f')} ms per step and rank."
+        f"{st.count:,} cross-stream waits ({sw.source}); idle each put on the "
+        f"waiting stream, by the op that waited: p50 {fmt(_us(st.p50_ns), '.2f')} µs,"
+        f" p95 {fmt(_us(st.p95_ns), '.2f')} µs, "
+        f"{fmt(sw.switch_gap_ms_per_step, '.3f')} ms per step and rank."
     )
     return Section("switches", title, cap, fig, extra=extra)
 
@@ -499,7 +504,7 @@ def _us(x: object) -> float | None:
 def launch_delays(analysis: Any) -> Section:
     """Histogram of launch delays (device start − end of the launch call)."""
     title = "Kernel launch delays"
-    la = _ov_part(analysis, "launches", "kernel launches", "Kernel launches")
+    la = _ov_part(analysis, "launches", "Kernel launches")
     if isinstance(la, Unavailable):
         return Section("launches", title, "", la)
     vals = tl.launch_delay_values(_frame(analysis, "intervals"))
@@ -511,23 +516,23 @@ def launch_delays(analysis: Any) -> Section:
             Unavailable("No launch call joined to device work: no launch delays to show."),
         )
     fig, n0 = _log_hist(vals, color="#76B7B2")
-    st = la.get("launch_delay") or {}
+    st = la.launch_delay or Stats()
     cap = (
         f"{len(vals):,} launches: device start − end of the launch call (queueing; a "
         f"long tail is fine when the host runs ahead). p50 "
-        f"{fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 {fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        f"{fmt(_us(st.p50_ns), '.1f')} µs, p95 {fmt(_us(st.p95_ns), '.1f')} µs; "
         f"{n0:,} with zero delay not drawn. Host-bound idle: "
-        f"{fmt(la.get('host_bound_idle_ms_per_step'), '.3f')} ms per step and stream."
+        f"{fmt(la.host_bound_idle_ms_per_step, '.3f')} ms per step and stream."
     )
     return Section("launches", title, cap, fig)
 
 
 def graph_candidates(analysis: Any) -> Section:
     title = "CUDA-graph candidates"
-    la = _ov_part(analysis, "launches", "kernel launches", "Graph candidates")
+    la = _ov_part(analysis, "launches", "Graph candidates")
     if isinstance(la, Unavailable):
         return Section("graphs", title, "", la)
-    cands = la.get("graph_candidates") or []
+    cands = la.graph_candidates
     if not cands:
         return Section(
             "graphs",
@@ -540,11 +545,11 @@ def graph_candidates(analysis: Any) -> Section:
     rows = [[_cell(c.get("rank")), _cell(c.get("stream")), _cell(c.get("iteration")),
              _cell(c.get("n_intervals")), f"{(c.get('saving_ns') or 0) / 1e3:,.1f}",
              _cell(c.get("ops") or [])] for c in cands]  # fmt: skip
-    n = la.get("n_graph_candidates", len(cands))
+    n = la.n_graph_candidates if la.n_graph_candidates is not None else len(cands)
     cap = (
         f"{n:,} run(s) of consecutive host-bound gaps / tiny kernels on one stream "
         f"(top {len(cands)} shown); the saving estimate is their host-bound idle: "
-        f"{fmt(la.get('graph_saving_ms_per_step'), '.3f')} ms per step in all."
+        f"{fmt(la.graph_saving_ms_per_step, '.3f')} ms per step in all."
     )
     return Section(
         "graphs",
@@ -578,10 +583,10 @@ def rank_skew(analysis: Any) -> Section:
         return Section(
             "skew", title, "", Unavailable(f"Needs two or more ranks; this trace has {len(ranks)}.")
         )
-    ar = _ov_part(analysis, "across_ranks", "across ranks", "Cross-rank skew")
+    ar = _ov_part(analysis, "across_ranks", "Cross-rank skew")
     if isinstance(ar, Unavailable):
         return Section("skew", title, "", ar)
-    strag = pd.DataFrame(ar.get("stragglers") or [])
+    strag = pd.DataFrame(ar.stragglers)
     if len(strag) == 0 or "rank" not in strag:
         return Section("skew", title, "", Unavailable("No per-rank straggler results."))
     strag = strag.sort_values("rank")
@@ -592,7 +597,7 @@ def rank_skew(analysis: Any) -> Section:
             title,
             "",
             Unavailable(
-                f"No arrival skew: in all {ar.get('n_instances', 0):,} matched collective "
+                f"No arrival skew: in all {ar.n_instances or 0:,} matched collective "
                 "instances every rank started at the same time."
             ),
         )
@@ -614,15 +619,15 @@ def rank_skew(analysis: Any) -> Section:
             )
     _base_layout(fig, height=300, barmode="group")
     fig.update_yaxes(title="µs, all profiled instances")
-    st = ar.get("skew") or {}
-    late = ar.get("late_rank")
+    st = ar.skew or Stats()
+    late = ar.late_rank
     cap = (
-        f"{ar.get('n_instances', 0):,} collective instances matched across ranks; arrival "
-        f"skew p50 {fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 "
-        f"{fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        f"{ar.n_instances or 0:,} collective instances matched across ranks; arrival "
+        f"skew p50 {fmt(_us(st.p50_ns), '.1f')} µs, p95 "
+        f"{fmt(_us(st.p95_ns), '.1f')} µs; "
         + (f"rank {late} arrives last most." if late is not None else "no straggler.")
     )
-    worst = ar.get("worst_instances") or []
+    worst = ar.worst_instances
     extra: tuple[Any, ...] = ()
     if worst:
         extra = (Table(["collective", "step", "late rank", "skew µs", "transfer µs",
@@ -636,6 +641,8 @@ def rank_skew(analysis: Any) -> Section:
 
 
 def _where_text(w: Any) -> str:
+    if isinstance(w, Where):
+        w = w.to_json()
     if isinstance(w, dict):
         names = {"iteration": "step"}
         return " · ".join(f"{names.get(k, k)} {v}" for k, v in w.items() if not _missing(v))
@@ -644,34 +651,18 @@ def _where_text(w: Any) -> str:
 
 def findings(analysis: Any) -> Section:
     title = "Findings"
-    ov = _get(analysis, "overheads")
-    if not isinstance(ov, dict):
-        miss = _ov_part(analysis, "findings", "findings", "Findings")
-        return Section(
-            "findings",
-            title,
-            "",
-            miss if isinstance(miss, Unavailable) else Unavailable("Findings: not computed."),
-        )
-    fs = ov.get("findings")
-    if fs is None:
-        return Section(
-            "findings",
-            title,
-            "",
-            Unavailable("Findings: not computed: the overheads result has none."),
-        )
-    if not fs:
+    ov = _overheads(analysis)
+    if ov is None:
+        why = "Findings: not computed: the overhead analysis was not run for this trace."
+        return Section("findings", title, "", Unavailable(why))
+    if not ov.findings:
         return Section(
             "findings", title, "", Unavailable("No findings: no overhead crossed its threshold.")
         )
     rank = {"high": 0, "medium": 1, "low": 2}
-    fs = sorted(fs, key=lambda f: rank.get(str(_get(f, "severity", "")), 3))
-    rows = [[str(_get(f, "severity", "") or ""),
-             " — ".join(str(x) for x in (_get(f, "title"), _get(f, "detail")) if x),
-             _where_text(_get(f, "where")),
-             fmt(_get(f, "est_gain_ms_per_step"), ".3f", " ms"),
-             str(_get(f, "fix", "") or "")] for f in fs]  # fmt: skip
+    fs = sorted(ov.findings, key=lambda f: rank.get(f.severity, 3))
+    rows = [[f.severity, " — ".join(x for x in (f.title, f.detail) if x), _where_text(f.where),
+             fmt(f.est_gain_ms_per_step, ".3f", " ms"), f.fix] for f in fs]  # fmt: skip
     return Section(
         "findings",
         title,
