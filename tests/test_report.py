@@ -261,7 +261,10 @@ def test_mode_comparison_is_the_cli_table_with_neutral_bars():
     # domino: speedup 2.0/2.5 = 0.800, of nocomm (256/2.5)/(256/1.0) = 0.400
     assert list(table.rows[2]) == ["domino", "2.50", "102", "40.0", "0.800", "0.400"]
     assert not sec.notes
+    # the first line answers: does domino beat tp here, and by how much (timed steps)
+    assert sec.title == "Modes compared: domino 0.800× tp (slower)"
     sec = F.mode_comparison({"comparison": comparison_rows({"domino": modes["domino"]})})
+    assert sec.title == "Modes compared"
     assert sec.notes and "tp did not run" in sec.notes[0]
 
 

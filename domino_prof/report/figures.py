@@ -752,6 +752,9 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     notes = []
     if "tp" not in modes:
         notes.append("tp did not run: no speedup to show (`domino-prof run --mode all`).")
+    answer = overlap_verdict(comp)
+    if answer:
+        title = f"{title}: {answer}"
     cap = (
         "Timed step per mode (median of the timed, unprofiled steps) from the same run: "
         "tp = plain tensor parallel, domino = overlapped micro-batches, nocomm = comm "
@@ -759,6 +762,26 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
         "hidden % comes from the profiled steps."
     )
     return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
+
+
+# each overlapped schedule against the synchronous one it replaces
+_VERDICT_PAIRS = (("domino", "tp"), ("domino-sp", "sp"))
+
+
+def overlap_verdict(comp: list[dict]) -> str:
+    """'domino 0.725× tp (slower), domino-sp 0.998× sp (slower)': each overlapped mode's
+    speed relative to its synchronous counterpart, from the timed steps; "" when the
+    run lacks a pair."""
+    by = {str(c.get("mode")): c.get("step_ms") for c in comp}
+    parts = []
+    for mode, base in _VERDICT_PAIRS:
+        m, b = by.get(mode), by.get(base)
+        if _missing(m) or _missing(b) or not m:
+            continue
+        r = b / m
+        how = "faster" if r > 1 else "slower" if r < 1 else "the same"
+        parts.append(f"{mode} {r:.3f}× {base} ({how})")
+    return ", ".join(parts)
 
 
 # --- compare two analyses ----------------------------------------------------------
