@@ -82,7 +82,28 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain click help: option names are never cut ("--comm-pattern-on…") at 80 columns
+    rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from domino_prof import __version__
+
+        print(f"domino-prof {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version."
+    ),
+) -> None:
+    """Exact TP comm/compute overlap from PyTorch profiler traces, and a reference Domino
+    tensor-parallel Llama. Every number is defined in docs/METRICS.md."""
+
 
 for _mod in (run, analyze, report, check):
     _mod.register(app)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from domino_prof.commands.check import format_table, run_check
+from domino_prof.gate import format_table, run_check
 
 if TYPE_CHECKING:
     from domino_prof.analysis.baseline import RuleResult

@@ -85,3 +85,32 @@ def run_job(script: Path, body: str, *args: str, timeout: float = 300) -> None:
             f"--- stdout ---\n{p.stdout[-3000:]}\n--- stderr ---\n{p.stderr[-6000:]}",
             pytrace=False,
         )
+
+
+def _gloo_threads() -> list[str]:
+    task = "/proc/self/task"
+    if not os.path.isdir(task):
+        return []
+    names = []
+    for t in os.listdir(task):
+        try:
+            with open(f"{task}/{t}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return [n for n in names if n == "pt_gloo_runloop"]
+
+
+def clean_shutdown() -> None:
+    """``PREAMBLE``'s clean_shutdown for in-process workers (``mp.spawn``): barrier,
+    destroy the group (joins its runloop threads), fail if a runloop thread is left.
+    The worker's module must import ``torch.distributed.nn`` before
+    ``init_process_group`` (see the module docstring): the reference model's first step
+    imports torch._dynamo, which reaches it."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+    left = _gloo_threads()
+    if left:
+        raise SystemExit(f"{len(left)} pt_gloo_runloop threads alive after destroy")

@@ -206,8 +206,13 @@ def test_one_rank_without_comm_is_na_exit_2():
 
 
 def test_rules_need_at_least_one_and_pairs():
-    with pytest.raises(ConfigError, match="no rule given: pass at least one of --min-hidden"):
+    # the library names its options as Python keywords; the CLI renders them as flags
+    with pytest.raises(ConfigError, match="no rule given: pass at least one of min_hidden") as e:
         CheckRules()
+    assert e.value.render(cli=True) == (
+        "no rule given: pass at least one of --min-hidden PCT, --max-exposed-ms MS, "
+        "--baseline FILE --max-drop PP"
+    )
     with pytest.raises(ConfigError, match="go together"):
         CheckRules(max_drop=2)
     with pytest.raises(ConfigError, match="go together"):
@@ -292,3 +297,37 @@ def test_no_nan_in_results():
     a = fake_analysis()
     for r in evaluate(a, CheckRules(min_hidden=0, max_exposed_ms=10)):
         assert r.measured is None or np.isfinite(r.measured)
+
+
+def test_selections_use_the_analysis_compute_reference_on_cpu_traces(tmp_path):
+    """A CPU (gloo) trace: its compute reference is not the union of its compute rows
+    (a wrapper op hides comm only through its children). The gate's selections
+    (phase, op pattern) measure against the analysis' own reference, so they give
+    the numbers analyze prints. Times µs:
+
+        main thread: ColumnParallelFnBackward [0, 100) (a wrapper: it has children)
+                       aten::mm [10, 20)
+                       bwd.x annotation [24, 28) holding c10d::allreduce_ [25, 27)
+        runloop 77:  gloo:all_reduce [30, 60)  -> nothing computes then: 0 of 30 hidden
+    """
+    from tracegen import TraceBuilder
+
+    from domino_prof.analysis import analyze
+    from domino_prof.trace import load_trace
+
+    b = TraceBuilder(rank=0, world_size=1, backend="gloo")
+    b.thread_name(77, "pt_gloo_runloop")
+    b.step(1, 0, 100)
+    b.cpu("ColumnParallelFnBackward", 0, 100)
+    b.cpu("aten::mm", 10, 10)
+    b.annotation("bwd.x", 24, 4)
+    b.cpu("c10d::allreduce_", 25, 2)
+    b.annotation("gloo:all_reduce", 30, 30, tid=77)
+    a = analyze(load_trace(b.write(tmp_path / "rank0.pt.trace.json")))
+    assert a.mode == "cpu"
+    assert a.by_rank[["comm_ns", "hidden_ns"]].values.tolist() == [[30_000, 0]]
+    for kw in ({}, {"op_pattern": "bwd"}, {"phase": "backward"}):
+        f = figures(a, **kw)[0]
+        assert (f.comm_ns, f.hidden_ns, f.step_exposed_ns) == (30_000, 0, 30_000), kw
+    res = evaluate(a, CheckRules(min_hidden=1, op_pattern="bwd"))
+    assert [(r.measured, r.verdict) for r in res] == [(0.0, "fail")]

@@ -1,4 +1,4 @@
-"""`domino-prof run --reanalyze DIR` (launcher.refresh) on the committed H200 run dir:
+"""`domino-prof run --reanalyze DIR` (runs.refresh) on the committed H200 run dir:
 no torch needed, idempotent, run.json filled from the traces."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from domino_prof.reference_model.launcher import refresh
+from domino_prof.runs import refresh
 
 FIX = Path(__file__).parent / "data" / "h200_llama3_3b_2layers_tp2"
 

@@ -64,7 +64,7 @@ def test_launch_table_exact(tmp_path):
 def test_launch_section(tmp_path):
     trace, iv = load(tmp_path, launch_rank())
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out, allow_nan=False)
+    json.dumps(out.to_json(), allow_nan=False)
     la = out["launches"]
     assert la["computed"] and la["n_launched"] == 8 and la["n_without_launch_call"] == 0
     # counted delays (µs): a..h = 3, 20, 2, 2, 2, 8, 27, 5 -> sorted 2,2,2,3,5,8,20,27

@@ -689,7 +689,7 @@ def _gen(tmp_path: Path, name: str, events: int):
 
 @pytest.mark.parametrize("name", ["rank1.pt.trace.json", "rank1.pt.trace.json.gz"])
 def test_split_file_matches_one_process(tmp_path, name):
-    from domino_prof.trace import loader
+    from domino_prof.trace import chunked
 
     p = _gen(tmp_path, name, 4000)
     serial = load_trace(p, workers=1)
@@ -697,32 +697,32 @@ def test_split_file_matches_one_process(tmp_path, name):
         _assert_same(serial, load_trace(p, workers=k))
     # the split path really ran (it returns None when it falls back)
     for k in (1, 3):
-        parsed = loader._parse_in_chunks(str(p), None, k)
+        parsed = chunked._parse_in_chunks(str(p), None, k)
         assert parsed is not None and parsed.n == len(serial.events)
 
 
 def test_chunked_serial_decode_matches_whole_decode(tmp_path, monkeypatch):
     # big files are decoded chunk by chunk in one process: force ~2 kB chunks
-    from domino_prof.trace import loader
+    from domino_prof.trace import chunked, parse
 
     p = _gen(tmp_path, "rank1.pt.trace.json", 4000)
     whole = load_trace(p)  # small file: decoded whole
-    monkeypatch.setattr(loader, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(loader, "_CHUNK_TARGET", 2000)
-    bounds = loader._chunk_bounds(*_span(loader, p), 5000)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
+    bounds = chunked._chunk_bounds(*_span(chunked, p), 5000)
     assert len(bounds) > 100  # really many chunks
     _assert_same(whole, load_trace(p, workers=1))
     _assert_same(whole, load_trace(tmp_path, workers=1))
 
 
-def _span(loader, p):
+def _span(chunked, p):
     buf = p.read_bytes()
-    return (buf, *loader._events_span(buf))
+    return (buf, *chunked._events_span(buf))
 
 
 def test_split_file_with_string_ids_metadata_and_exact_ts(tmp_path):
     # metadata, string pids/tids and decimal-exact absolute ts spread over chunks
-    from domino_prof.trace import loader
+    from domino_prof.trace import chunked
 
     evs = [_x(f"e{i}", f"17900000000{i:05d}.{i % 1000:03d}") for i in range(300)]
     evs.insert(
@@ -737,7 +737,7 @@ def test_split_file_with_string_ids_metadata_and_exact_ts(tmp_path):
     # e7 at 1790000000000007.007 µs (a 1.79e15 µs absolute ts: decimal path)
     e7 = serial.events[serial.events["name"] == "e7"]
     assert e7["ts"].tolist() == [1_790_000_000_000_007_007]
-    assert loader._parse_in_chunks(str(p), None, 3) is not None
+    assert chunked._parse_in_chunks(str(p), None, 3) is not None
     _assert_same(serial, load_trace(p, workers=3))
 
 
@@ -764,10 +764,10 @@ def test_wrong_type_then_broken_json_is_still_a_clean_error(tmp_path):
 def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkeypatch):
     # the first '"traceEvents": [' is inside another key: the chunk path must not
     # take it for the real array (it falls back to a whole decode)
-    from domino_prof.trace import loader
+    from domino_prof.trace import chunked, parse
 
-    monkeypatch.setattr(loader, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(loader, "_CHUNK_TARGET", 50)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 50)
     p = tmp_path / "rank0.json"
     p.write_text(
         '{"meta": {"traceEvents": [' + _x("decoy", "1") + "]}, "
@@ -775,7 +775,7 @@ def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkey
         + ", ".join(_x(f"e{i}", str(10 + i)) for i in range(5))
         + "]}"
     )
-    assert loader._parse_in_chunks(str(p), None, 1) is None
+    assert chunked._parse_in_chunks(str(p), None, 1) is None
     t = load_trace(p)
     assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]
 

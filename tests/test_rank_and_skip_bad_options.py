@@ -1,5 +1,5 @@
-"""`--rank` and `--skip-bad` on report, compare, check and baseline (the loader's errors
-tell the user to pass them, so every command that loads traces has them)."""
+"""`--rank` and `--skip-bad` on analyze, report, compare, check and baseline (the
+loader's errors tell the user to pass them, so every command that loads traces has them)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def files(tmp_path_factory):
 
 def _commands(target, out_dir):
     return {
+        "analyze": ["analyze", target, "-o", out_dir / "a.json"],
         "report": ["report", target, "-o", out_dir / "r.html"],
         "compare": ["compare", target, target, "-o", out_dir / "c.html"],
         "check": ["check", target, "--min-hidden", "1"],
@@ -36,7 +37,7 @@ def _commands(target, out_dir):
     }
 
 
-@pytest.mark.parametrize("cmd", ["report", "compare", "check", "baseline"])
+@pytest.mark.parametrize("cmd", ["analyze", "report", "compare", "check", "baseline"])
 def test_rank_option(files, tmp_path, cmd):
     anon, _ = files
     args = [str(a) for a in _commands(anon, tmp_path)[cmd]]
@@ -47,9 +48,11 @@ def test_rank_option(files, tmp_path, cmd):
     assert res.exit_code == 0, res.output
     if cmd == "baseline":
         assert list(json.loads((tmp_path / "b.json").read_text())["per_rank"]) == ["0"]
+    if cmd == "analyze":
+        assert json.loads((tmp_path / "a.json").read_text())["ranks"] == [0]
 
 
-@pytest.mark.parametrize("cmd", ["report", "compare", "check", "baseline"])
+@pytest.mark.parametrize("cmd", ["analyze", "report", "compare", "check", "baseline"])
 def test_skip_bad_option(files, tmp_path, cmd):
     _, good = files
     args = [str(a) for a in _commands(good, tmp_path)[cmd]]
@@ -62,3 +65,5 @@ def test_skip_bad_option(files, tmp_path, cmd):
     assert "note: skipped " in res.stderr and "rank2.pt.trace.json" in res.stderr
     if cmd == "baseline":
         assert list(json.loads((tmp_path / "b.json").read_text())["per_rank"]) == ["0", "1"]
+    if cmd == "analyze":
+        assert json.loads((tmp_path / "a.json").read_text())["ranks"] == [0, 1]

@@ -54,7 +54,7 @@ def load_ranks(tmp_path, *, with_seq=True, hosts=True, shift_b=None):
 def test_two_hosts_offset_skew_and_late_rank(tmp_path, with_seq):
     trace, iv = load_ranks(tmp_path, with_seq=with_seq)
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out, allow_nan=False)
+    json.dumps(out.to_json(), allow_nan=False)
     ar = out["across_ranks"]
     assert ar["computed"] is True
     assert ar["matching"] == ("process_group+seq" if with_seq else "order_within_group")
@@ -137,19 +137,21 @@ def test_gloo_cpu_trace_matches_by_order(tmp_path):
         docs[f"rank{r}.json"] = b.to_dict()
     trace, iv = load(tmp_path, docs=docs)
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out, allow_nan=False)
+    json.dumps(out.to_json(), allow_nan=False)
     ar = out["across_ranks"]
     assert ar["matching"] == "order_within_group" and ar["n_instances"] == 2
     assert ar["skew"]["total_ns"] == 5_000 and ar["transfer_ns"] == 15_000
     assert ar["late_rank"] == 1
-    assert out["launches"] == {"computed": False}
+    assert out["launches"] == {"computed": False, "reason": out.launches.reason}
+    assert out.launches.reason.startswith("not applicable: CPU-only trace")
     assert any("CPU-only trace" in n for n in out["notes"])
 
 
 def test_single_rank_says_not_computed(tmp_path):
     trace, iv = load(tmp_path, docs={"rank0.json": rank_doc(0, with_seq=True, hosts=False)})
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    assert out["across_ranks"] == {"computed": False}
+    assert out["across_ranks"] == {"computed": False, "reason": out.across_ranks.reason}
+    assert out.across_ranks.reason.startswith("the trace has one rank")
     assert any("across ranks: not computed: the trace has one rank" in n for n in out["notes"])
 
 
@@ -237,7 +239,7 @@ def test_real_gloo_late_rank(tmp_path):
 
     trace, iv = load_trace_dir(out)
     out_ = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out_, allow_nan=False)
+    json.dumps(out_.to_json(), allow_nan=False)
     ar = out_["across_ranks"]
     assert ar["n_instances"] == 4 and ar["late_rank"] == 1
     assert ar["skew"]["total_ns"] == sum(skews)

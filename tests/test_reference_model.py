@@ -13,7 +13,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F811  before init_process_group: see tests/gloo_job.py
 import torch.multiprocessing as mp
+from gloo_job import clean_shutdown
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model.config import RunConfig, preset, tiny
@@ -58,7 +60,7 @@ def _grad_worker(rank: int, world: int, port: int, q) -> None:
         )
         out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
     q.put((rank, out))
-    dist.destroy_process_group()
+    clean_shutdown()
 
 
 def _losses_worker(rank: int, world: int, port: int, q) -> None:
@@ -73,7 +75,7 @@ def _losses_worker(rank: int, world: int, port: int, q) -> None:
     tp = train_losses(tiny(), TPComm(), splits=1, overlap=False, **kw)
     ref = train_losses(tiny(), None, splits=1, overlap=False, **kw)
     q.put((rank, {"domino": dom, "tp": tp, "ref": ref}))
-    dist.destroy_process_group()
+    clean_shutdown()
 
 
 def _spawn(fn, world: int) -> dict:

@@ -86,7 +86,7 @@ def test_split_hidden_exposed_hand_worked():
     # compute [0,20] [30,40]; comm [10,35] -> hidden [10,20], exposed [20,30], hidden
     # [30,35]; comm [45,50] has no compute under it -> exposed.
     iv = pd.DataFrame({
-        "rank": [0, 0, 0, 0], "stream": [7, 7, 13, 13], "start": [0, 30, 10, 45],
+        "rank": [0, 0, 0, 0], "device": 0, "stream": [7, 7, 13, 13], "start": [0, 30, 10, 45],
         "end": [20, 40, 35, 50], "kind": ["compute", "compute", "comm", "comm"],
         "name": ["g", "g", "nccl", "nccl"], "op": ["a", "b", "c", "d"], "iteration": 1,
     })  # fmt: skip
@@ -103,8 +103,23 @@ def test_split_hidden_exposed_hand_worked():
     assert set(p2.loc[p2["rank"] == 0, "part"]) == {"comm_exposed"}
 
 
+def test_split_is_per_device_and_across_steps():
+    # one rank, two devices. Device 0: comm [10, 30) of step 1, compute [20, 40) of
+    # step 2 -> hidden [20, 30) (compute of any step hides it, as in the numbers).
+    # Device 1: compute [0, 50) -- another device's compute hides nothing on device 0.
+    iv = pd.DataFrame({
+        "rank": 0, "device": [0, 0, 1], "stream": [13, 7, 9], "start": [10, 20, 0],
+        "end": [30, 40, 50], "kind": ["comm", "compute", "compute"], "name": "k", "op": "o",
+        "iteration": [1, 2, 1],
+    })  # fmt: skip
+    p = tl.split_hidden_exposed(iv, iteration=1)
+    comm = p[p["part"].str.startswith("comm")]
+    assert comm[["start", "end", "part"]].values.tolist() == [
+        [10, 20, "comm_exposed"], [20, 30, "comm_hidden"]]  # fmt: skip
+
+
 def test_split_sums_equal_analysis_hidden(dom):
-    p = tl.split_hidden_exposed(dom.intervals, iteration=1)
+    p = tl.split_hidden_exposed(dom.intervals, reference=dom.reference, iteration=1)
     length = p["end"] - p["start"]
     for r in (0, 1):
         on = p["rank"] == r
@@ -170,13 +185,87 @@ def test_compare_ops_per_step_delta(tmp_path, dom):
     assert (m["delta_exposed_ns"].iloc[1:] == 0).all()
 
 
+def one_op_trace(path: Path, op: str, comm_start: float) -> Path:
+    """Rank 0, one step [0, 100] µs: op's gemm [10, 30] and its NCCL [comm_start, 50]."""
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0, 100)
+    b.annotation(op, 1, 9)
+    b.kernel("sm90_gemm", stream=7, start=10, dur=20, launch=2)
+    b.kernel(NCCL, stream=13, start=comm_start, dur=50 - comm_start, launch=3)
+    return b.write(path)
+
+
+def test_compare_of_disjoint_ops_shows_a_dash_not_zero(tmp_path):
+    # A: fwd.only_a, comm [40, 50] exposed 10 µs, hidden 0 %; B: fwd.only_b, comm
+    # [20, 50]: 10 µs hidden under the gemm, 20 µs exposed (33.3 %). No op is on both
+    # sides, so no delta exists: "—", never a +20.00 against a made-up 0.
+    a = analyze(load_trace(one_op_trace(tmp_path / "a.json", "fwd.only_a", 40.0)))
+    b = analyze(load_trace(one_op_trace(tmp_path / "b.json", "fwd.only_b", 20.0)))
+    m = tl.compare_ops(a.by_op, b.by_op, a_steps=1, b_steps=1, a_ranks=1, b_ranks=1)
+    assert m["op"].tolist() == ["fwd.only_b", "fwd.only_a"]  # one-sided: by exposed comm
+    assert m[["in_a", "in_b"]].values.tolist() == [[False, True], [True, False]]
+    assert m["exposed_ns_b"].iloc[0] == 20_000 and np.isnan(m["exposed_ns_a"].iloc[0])
+    assert m["delta_exposed_ns"].isna().all()
+    sec = F.compare_ops_figure(a, b, labels=("A", "B"))
+    assert [list(r) for r in sec.extra[0].rows] == [
+        ["fwd.only_b", "—", "20.00", "—", "—", "33.3"],
+        ["fwd.only_a", "10.00", "—", "—", "0.0", "—"],
+    ]
+    xa, xb = (list(t.x) for t in sec.body.data)  # bars bottom-up: only_a, only_b
+    assert xa == [10.0, None] and xb == [None, 20.0]
+    res = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o",
+              str(tmp_path / "c.html")]
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "fwd.only_a" in ln)
+    assert re.search(r"fwd\.only_a\s*│\s*10\.00\s*│\s*—\s*│\s*—", line), line
+    assert "+20.00" not in res.stdout and "-10.00" not in res.stdout
+
+
 # --- figures --------------------------------------------------------------------------
 def test_headline_cards(dom):
     cards = F.headline(dom).body
     assert [c.value for c in cards] == ["56.2 %", "0.035 ms", "0.13 ms"]  # 45/80; 35 µs; 130 µs
+    assert cards[2].label == "profiled step"  # no run: the one step time is the profiled one
     cmp_row = {"mode": "domino", "speedup_vs_tp": 1.25, "frac_of_nocomm": 0.8}
     cards = F.headline(dom, comparison=cmp_row).body
-    assert [c.value for c in cards[3:]] == ["1.250×", "80.0 %"]
+    # the fraction of nocomm in the CLI's unit (was "80.0 %" beside the CLI's 0.800)
+    assert [c.value for c in cards[3:]] == ["1.250×", "0.800"]
+    assert cards[2].label == "profiled step"  # this row has no timed step
+    # in a run the step card is the timed step, the one the speedups compare; the
+    # profiled device wall is named, labelled, in its caption
+    cards = F.headline(dom, comparison={**cmp_row, "step_ms": 1.6}).body
+    assert (cards[2].label, cards[2].value) == ("timed step", "1.60 ms")
+    assert "profiled: 0.13 ms device wall" in cards[2].sub
+    assert [c.tone for c in cards[2:]] == ["", "", ""]  # green/red only for hidden comm
+
+
+def test_mode_comparison_is_the_cli_table_with_neutral_bars():
+    from domino_prof.runs import comparison_rows, comparison_table
+
+    modes = {m: {"step_ms": s, "tokens_per_s": 256 / s, "hidden_pct": h}
+             for m, s, h in (("tp", 2.0, 0.0), ("nocomm", 1.0, None), ("domino", 2.5, 40.0))}  # fmt: skip
+    run = {"comparison": comparison_rows(modes)}
+    sec = F.mode_comparison(run)
+    bar = sec.body.data[0]
+    assert list(bar.y) == [2.0, 1.0, 2.5]
+    assert list(bar.marker.color) == [F.MODE_REF, F.MODE_OTHER, F.MODE_OTHER]
+    assert F.COLORS["comm_hidden"] not in bar.marker.color  # domino is the slowest here
+    table = sec.extra[0]
+    assert (list(table.columns), [list(r) for r in table.rows]) == tuple(
+        map(list, comparison_table(run["comparison"]))
+    )
+    assert list(table.columns) == ["mode", "timed step ms", "tokens/s", "hidden %",
+                                   "speedup vs tp", "of nocomm"]  # fmt: skip
+    # domino: speedup 2.0/2.5 = 0.800, of nocomm (256/2.5)/(256/1.0) = 0.400
+    assert list(table.rows[2]) == ["domino", "2.50", "102", "40.0", "0.800", "0.400"]
+    assert not sec.notes
+    # the first line answers: does domino beat tp here, and by how much (timed steps)
+    assert sec.title == "Modes compared: domino 0.800× tp (slower)"
+    sec = F.mode_comparison({"comparison": comparison_rows({"domino": modes["domino"]})})
+    assert sec.title == "Modes compared"
+    assert sec.notes and "tp did not run" in sec.notes[0]
 
 
 def test_timeline_figure(dom):
@@ -398,7 +487,8 @@ def test_cli_compare(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["compare", "{run}", "{run}/tp"], "2 modes"),
+    (["compare", "{run}", "{run}/tp", "--mode", "zero"], "--mode 'zero' is not in"),
+    (["compare", "{run}/tp", "{run}/domino", "--mode", "tp"], "applies to a run directory"),
     (["compare", "{run}/tp", "{run}/domino", "--labels", "onlyone"], "--labels"),
     (["report", "{run}/nope"], "no such file"),
     (["report", "{run}/tp", "-o", "{run}"], "is a directory"),

@@ -17,8 +17,8 @@ from browser import find_chromium, render_page
 from test_report import domino_trace, make_run_dir
 
 from domino_prof.analysis import analyze
-from domino_prof.commands.report import resolve
 from domino_prof.report import write_compare, write_report, write_run_report
+from domino_prof.runs import resolve
 from domino_prof.trace import load_trace
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -76,7 +76,7 @@ def test_run_report_renders(tmp_path):
     run = make_run_dir(tmp_path / "run")
     src = resolve(run)
     analyses = {m: analyze(load_trace(d)) for m, d in src.modes.items()}
-    out = write_run_report(analyses, tmp_path / "run.html", run=src.run)
+    out = write_run_report(analyses, tmp_path / "run.html", run=src.run.doc)
     figs, summary = check_page(out, "report-run.png")
     # mode comparison (1 trace) + per mode: timeline (3), heatmap (2), ops (2),
     # launch delays (1), skew: all ranks start together -> a note, not a figure
@@ -114,7 +114,7 @@ def test_real_h200_run_report(tmp_path):
     # draws. tp runs comm on the compute stream, so it has no cross-stream waits.
     src = resolve(REAL_RUN)
     analyses = {m: analyze(load_trace(d)) for m, d in src.modes.items()}
-    out = write_run_report(analyses, tmp_path / "h200.html", run=src.run)
+    out = write_run_report(analyses, tmp_path / "h200.html", run=src.run.doc)
     figs, _ = check_page(out, "report-h200.png")
     # modes | domino: timeline (compute, hidden, exposed, memory), heatmap fwd/bwd, ops,
     # switch gaps, launch delays, skew | tp: timeline (no hidden), heatmap, ops, launch, skew

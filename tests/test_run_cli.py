@@ -50,14 +50,40 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert len(dom["losses"]) == n_steps
     assert len(dom["step_times_ms"]) == cfg["timed_steps"]
     assert dom["tokens_per_s"] == pytest.approx(cfg["mbs"] * cfg["seq"] / dom["step_ms"] * 1e3)
-    traces = sorted(p.name for p in (out / "domino").glob("rank*.pt.trace.json.gz"))
-    assert traces == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
-    analysis = json.loads((out / "domino" / "analysis.json").read_text())
-    assert analysis["schema"] == "domino-prof/analysis"
-    # the gloo all-reduces of a domino run are seen, and the table carries its hidden %
-    assert dom["hidden_pct"] is not None and 0.0 <= dom["hidden_pct"] <= 100.0
-    assert (out / "report.html").stat().st_size > 1_000_000  # plotly.js inlined
-    assert "domino" in p.stdout and "tokens/s" in p.stdout
+    # no flags: every mode, so the first page can say whether domino beats tp
+    modes = ["tp", "nocomm", "domino", "sp", "domino-sp"]
+    assert list(run["modes"]) == modes == cfg["modes"]
+    assert [run["modes"][m]["overlap"] for m in modes] == [False, False, True, False, True]
+    for mode in modes:
+        traces = sorted(p.name for p in (out / mode).glob("rank*.pt.trace.json.gz"))
+        assert traces == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"], mode
+    for mode in ("tp", "domino", "sp", "domino-sp"):
+        analysis = json.loads((out / mode / "analysis.json").read_text())
+        assert analysis["schema"] == "domino-prof/analysis"
+        # the gloo all-reduces are seen, and the table carries the hidden %
+        h = run["modes"][mode]["hidden_pct"]
+        assert h is not None and 0.0 <= h <= 100.0
+    assert run["modes"]["tp"]["hidden_pct"] == 0.0  # synchronous: nothing hides its comm
+    assert not (out / "nocomm" / "analysis.json").exists()  # a CPU nocomm run has no comm
+    assert any(n.startswith("nocomm: traces not analysed") for n in run["notes"])
+    comp = {r["mode"]: r for r in run["comparison"]}
+    tp_ms = run["modes"]["tp"]["step_ms"]
+    for mode in modes:  # one step time (timed steps) for every comparison
+        assert comp[mode]["step_ms"] == run["modes"][mode]["step_ms"]
+        assert comp[mode]["speedup_vs_tp"] == tp_ms / run["modes"][mode]["step_ms"]
+    html = (out / "report.html").read_text()
+    assert len(html) > 1_000_000  # plotly.js inlined
+    assert "Modes compared" in html and all(f"Mode: {m}" in html for m in modes)
+    assert "domino" in p.stdout and "tokens/s" in p.stdout and "timed" in p.stdout
+    # the self-gate of scripts/test.sh: check gates the two modes that overlap by design
+    g = subprocess.run(
+        [sys.executable, "-m", "domino_prof.cli", "check", str(out), "--min-hidden", "0"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert g.returncode == 0, g.stdout + g.stderr
+    assert "checking modes 'domino', 'domino-sp'" in g.stderr
+    assert [ln.split()[0] for ln in g.stdout.splitlines()[2:6]] == ["domino"] * 2 + [
+        "domino-sp"] * 2  # fmt: skip
 
 
 def test_run_mode_all_at_tp8_on_cpu(tmp_path):

@@ -16,7 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist
+import torch.distributed.nn  # noqa: F811  before init_process_group: see tests/gloo_job.py
 import torch.multiprocessing as mp
+from gloo_job import clean_shutdown
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model.config import RunConfig, tiny
@@ -66,8 +68,7 @@ def _sp_worker(rank: int, world: int, port: int, q) -> None:
         )
         out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
     q.put((rank, out))
-    dist.barrier()
-    dist.destroy_process_group()
+    clean_shutdown()
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -105,8 +106,7 @@ def _sp_losses_worker(rank: int, world: int, port: int, q) -> None:
         "domino-sp": train_losses(tiny(), TPComm(), splits=2, overlap=True, sp=True, **kw),
     }
     q.put((rank, res))
-    dist.barrier()
-    dist.destroy_process_group()
+    clean_shutdown()
 
 
 def test_sp_twenty_optimizer_steps_match_tp():
@@ -147,8 +147,7 @@ def _norm_rows_worker(rank: int, world: int, port: int, q) -> None:
         )
         out[name] = (len(seen), sum(seen))
     q.put((rank, out))
-    dist.barrier()
-    dist.destroy_process_group()
+    clean_shutdown()
 
 
 def test_sp_norm_activations_are_cut_by_tp():

@@ -20,7 +20,7 @@ import pytest
 from tracegen import TraceBuilder
 
 from domino_prof.errors import TraceError
-from domino_prof.trace import load_trace, loader
+from domino_prof.trace import chunked, load_trace, parse, read
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
 
@@ -111,11 +111,11 @@ def test_big_pipe_is_decoded_in_chunks_from_memory(tmp_path, monkeypatch):
     f = tmp_path / "rank0.json"
     f.write_bytes(data)
     whole = load_trace(f)
-    monkeypatch.setattr(loader, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(loader, "_CHUNK_TARGET", 2000)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
     calls = []
-    real = loader._decode_chunks
-    monkeypatch.setattr(loader, "_decode_chunks", lambda *a: calls.append(1) or real(*a))
+    real = chunked._decode_chunks
+    monkeypatch.setattr(chunked, "_decode_chunks", lambda *a: calls.append(1) or real(*a))
     path, r, t = _pipe_path(data)
     try:
         piped = load_trace(path, rank=0)
@@ -134,7 +134,7 @@ def test_stream_gunzip_members_trailing_garbage_and_truncation(tmp_path):
     two_members = gzip.compress(data[:half]) + gzip.compress(data[half:]) + b"\0garbage"
     path, r, t = _pipe_path(two_members)
     try:
-        assert bytes(loader._read_stream(Path(path))) == data
+        assert bytes(read._read_stream(Path(path))) == data
     finally:
         os.close(r)
         t.join(timeout=10)
@@ -164,9 +164,9 @@ def test_ctrl_c_during_chunked_decode_is_a_keyboard_interrupt(tmp_path, monkeypa
     turns it into one line and exit 130."""
     f = tmp_path / "rank0.json"
     f.write_bytes(trace_bytes(n_extra=400))
-    monkeypatch.setattr(loader, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(loader, "_CHUNK_TARGET", 2000)
-    real = loader._events_to_part
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
+    real = chunked._events_to_part
     n = []
 
     def interrupted(*a):
@@ -175,7 +175,7 @@ def test_ctrl_c_during_chunked_decode_is_a_keyboard_interrupt(tmp_path, monkeypa
             raise KeyboardInterrupt
         return real(*a)
 
-    monkeypatch.setattr(loader, "_events_to_part", interrupted)
+    monkeypatch.setattr(chunked, "_events_to_part", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load_trace(f)
     n.clear()

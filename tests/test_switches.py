@@ -89,7 +89,7 @@ def test_edges_and_gaps_from_cuda_sync(tmp_path):
 def test_switch_section_per_iteration_and_op(tmp_path):
     trace, iv = load(tmp_path, two_stream_rank())
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out, allow_nan=False)  # JSON-ready, no NaN
+    json.dumps(out.to_json(), allow_nan=False)  # JSON-ready, no NaN
     sw = out["stream_switches"]
     assert sw["source"] == "cuda_sync"
     assert sw["n_edges"] == 4 and sw["n_unmatched"] == 0 and sw["n_negative"] == 1
@@ -188,9 +188,11 @@ def test_no_runtime_events_says_what_is_missing(tmp_path):
     b.kernel(NCCL, stream=13, start=15, dur=10)
     trace, iv = load(tmp_path, b)
     out = analyze_overheads(trace, iv, AnalysisConfig())
-    json.dumps(out, allow_nan=False)
+    json.dumps(out.to_json(), allow_nan=False)
     assert out["stream_switches"]["source"] == "none"
-    assert out["launches"] == {"computed": False}
+    # not computed, and why, in the typed result (no note text to parse)
+    assert out["launches"] == {"computed": False, "reason": out.launches.reason}
+    assert out.launches.reason.startswith("no device interval is joined to a launch call")
     notes = " ".join(out["notes"])
     assert "stream switches: not computed" in notes
     assert "kernel launches: not computed" in notes

@@ -38,14 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domino_prof.analysis import intervals
-from domino_prof.errors import ConfigError
+from domino_prof.errors import ConfigError, OptionError, opt
 
 BASELINE_SCHEMA = "domino-prof/baseline"
 BASELINE_VERSION = 1
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
-#: CLI spellings of --phase -> phase column values (None = all phases).
+#: Spellings of the phase option -> phase column values (None = all phases).
 PHASE_ALIASES: dict[str, str | None] = {
     "all": None,
     "fwd": "forward",
@@ -102,21 +101,22 @@ def parse_phase(phase: str | None) -> str | None:
     """``all``/``fwd``/``bwd`` (or the long names) -> phase column value or None."""
     key = "all" if phase is None else str(phase).strip().lower()
     if key not in PHASE_ALIASES:
-        raise ConfigError(
-            f"--phase {phase!r} is not a phase; use one of fwd, bwd, all (or forward, backward)"
+        raise OptionError(
+            f"{opt('phase')} {phase!r} is not a phase; use one of fwd, bwd, all (or "
+            "forward, backward)"
         )
     return PHASE_ALIASES[key]
 
 
 def compile_op_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """Compile an ``--op-pattern`` regex (matched with ``re.search``)."""
+    """Compile an op pattern (matched with ``re.search``)."""
     if pattern is None:
         return None
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise ConfigError(
-            f"--op-pattern {pattern!r} is not a valid regular expression ({e}); "
+        raise OptionError(
+            f"{opt('op_pattern')} {pattern!r} is not a valid regular expression ({e}); "
             "fix it, e.g. 'attn' or '^fwd\\.'"
         ) from None
 
@@ -174,43 +174,31 @@ def _assemble(
     return out
 
 
-def _interval_figures(iv: pd.DataFrame, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
+def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
     """Exact comm/hidden ns of the selected comm intervals, grouped by ``by`` (rank first).
 
-    Per (group, device): C = |∪ selected comm|, H = |(∪ selected comm) ∩ (∪ compute on
-    that device)| -- METRICS.md's definitions, with the union taken over the
-    selection (so comm running concurrently for two selected ops counts once).
+    Per (group, device): C = |∪ selected comm|, H = |(∪ selected comm) ∩ compute
+    reference of that device| -- METRICS.md's definitions through the analysis' own
+    overlap routine (``overlap.comm_overlap``), with the union taken over the selection
+    (so comm running concurrently for two selected ops counts once).
     """
-    comm_mask = comm_mask.to_numpy(dtype=bool)
-    dev = iv.groupby(["rank", "device"], observed=True, sort=False).ngroup().to_numpy(np.int64)
-    start = iv["start"].to_numpy(np.int64)
-    end = iv["end"].to_numpy(np.int64)
-    comp = (iv["kind"].astype(str) == "compute").to_numpy(dtype=bool)
-    ck, cs, ce = intervals.grouped_merge(dev[comp], start[comp], end[comp])
-    comm = iv.loc[comm_mask, by + ["device"]]
+    from domino_prof.analysis.overlap import ComputeReference, comm_overlap
+
+    iv = analysis.intervals
+    ref = getattr(analysis, "reference", None)
+    if ref is None:  # a frame-only analysis (tests, old pickles): its compute rows
+        ref = ComputeReference.of_intervals(iv)
+    comm = iv.loc[comm_mask.to_numpy(dtype=bool)]
     if not len(comm):
         return pd.DataFrame({**{k: [] for k in by}, "comm_ns": [], "hidden_ns": []})
-    g = comm.groupby(by + ["device"], observed=True, sort=False).ngroup().to_numpy(np.int64)
-    n_groups = int(g.max()) + 1
-    g_dev = np.zeros(n_groups, dtype=np.int64)
-    g_dev[g] = dev[comm_mask]
-    gk, gs, ge = intervals.grouped_merge(g, start[comm_mask], end[comm_mask])
-    hidden = intervals.grouped_intersection(g_dev[gk], gs, ge, ck, cs, ce)
-    comm_ns = np.zeros(n_groups, dtype=np.int64)
-    hidden_ns = np.zeros(n_groups, dtype=np.int64)
-    np.add.at(comm_ns, gk, ge - gs)
-    np.add.at(hidden_ns, gk, hidden)
-    first = np.unique(g, return_index=True)[1]  # first row of each group, in group order
-    keys = comm.iloc[first][by].reset_index(drop=True)
+    keys = comm_overlap(ref, comm, by)
     for k in by:
         keys[k] = keys[k].astype(np.int64) if k in ("rank", "iteration") else keys[k].astype(str)
-    keys["comm_ns"] = comm_ns
-    keys["hidden_ns"] = hidden_ns
     return keys.groupby(by, sort=True)[["comm_ns", "hidden_ns"]].sum().reset_index()
 
 
 def op_names_with_comm(analysis: Any) -> list[str]:
-    """Names of the ops that launched comm (the values ``--op-pattern`` is matched against)."""
+    """Names of the ops that launched comm (the values an op pattern is matched against)."""
     frame = analysis.by_op
     if not len(frame):
         return []
@@ -231,12 +219,12 @@ def select_ops(analysis: Any, pattern: re.Pattern[str]) -> list[str]:
     other = [n for n in all_ops if pattern.search(n)]
     sample = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
     if other:
-        raise ConfigError(
-            f"--op-pattern {pattern.pattern!r} matches {len(other)} op(s) but none of them "
-            f"launches comm kernels; ops with comm: {sample or 'none'}"
+        raise OptionError(
+            f"{opt('op_pattern')} {pattern.pattern!r} matches {len(other)} op(s) but none of "
+            f"them launches comm kernels; ops with comm: {sample or 'none'}"
         )
-    raise ConfigError(
-        f"--op-pattern {pattern.pattern!r} matches no op name in the trace; "
+    raise OptionError(
+        f"{opt('op_pattern')} {pattern.pattern!r} matches no op name in the trace; "
         f"ops with comm: {sample or 'none (the trace has no comm kernels)'}"
     )
 
@@ -270,8 +258,8 @@ def figures(
         bp = analysis.by_phase
         whole = bp[bp["phase"].astype(str) == phase]
     else:
-        whole = _interval_figures(iv, mask, ["rank"])
-    steps = _interval_figures(iv, mask & (iv["iteration"] >= 0), ["rank", "iteration"])
+        whole = _interval_figures(analysis, mask, ["rank"])
+    steps = _interval_figures(analysis, mask & (iv["iteration"] >= 0), ["rank", "iteration"])
     return _assemble(ranks, n_iter, whole, steps)
 
 
@@ -400,21 +388,23 @@ class CheckRules:
 
     def __post_init__(self) -> None:
         if (self.baseline is None) != (self.max_drop is None):
-            raise ConfigError(
-                "--baseline FILE and --max-drop PP go together (the drop in hidden % "
-                "points tolerated vs the baseline, e.g. --max-drop 2)"
+            raise OptionError(
+                f"{opt('baseline')} FILE and {opt('max_drop')} PP go together (the drop in "
+                f"hidden % points tolerated vs the baseline, e.g. {opt('max_drop')} 2)"
             )
         if self.min_hidden is None and self.max_exposed_ms is None and self.baseline is None:
-            raise ConfigError(
-                "no rule given: pass at least one of --min-hidden PCT, "
-                "--max-exposed-ms MS, --baseline FILE --max-drop PP"
+            raise OptionError(
+                f"no rule given: pass at least one of {opt('min_hidden')} PCT, "
+                f"{opt('max_exposed_ms')} MS, {opt('baseline')} FILE {opt('max_drop')} PP"
             )
         if self.min_hidden is not None and not 0 <= self.min_hidden <= 100:
-            raise ConfigError(f"--min-hidden {self.min_hidden} is not a percentage in [0, 100]")
+            raise OptionError(
+                f"{opt('min_hidden')} {self.min_hidden} is not a percentage in [0, 100]"
+            )
         if self.max_exposed_ms is not None and not self.max_exposed_ms >= 0:
-            raise ConfigError(f"--max-exposed-ms {self.max_exposed_ms} must be >= 0 (ms)")
+            raise OptionError(f"{opt('max_exposed_ms')} {self.max_exposed_ms} must be >= 0 (ms)")
         if self.max_drop is not None and not self.max_drop >= 0:
-            raise ConfigError(f"--max-drop {self.max_drop} must be >= 0 (percentage points)")
+            raise OptionError(f"{opt('max_drop')} {self.max_drop} must be >= 0 (percentage points)")
         if self.phase is not None and self.phase not in PHASES:
             raise ConfigError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
         compile_op_pattern(self.op_pattern)  # a bad regex is an error before any loading
@@ -430,6 +420,7 @@ class RuleResult:
     limit: float | None
     verdict: str  # pass | fail | n/a | skip
     scope: str = "all"  # "all", a phase, an op name, or "ops~REGEX"
+    mode: str = ""  # the run directory's mode ("" for traces outside a run)
     unit: str = "%"  # "%" | "ms" | "" (rank present)
     op: str = ">="  # how measured compares with limit
     message: str = ""
@@ -469,10 +460,10 @@ def evaluate(analysis: Any, rules: CheckRules) -> list[RuleResult]:
         figs = figures(analysis, phase=rules.phase, op_pattern=pat)
         if not any(f.comm_ns > 0 for f in figs.values()):
             what = f"in phase {rules.phase!r}" if rules.phase else "in the trace"
-            raise ConfigError(
+            raise OptionError(
                 f"{getattr(analysis, 'source', '') or 'trace'}: no comm kernels {what}: "
                 "hidden % is n/a and there is nothing to gate; check the trace "
-                "(comm pattern, --phase, --op-pattern)"
+                f"(comm pattern, {opt('phase')}, {opt('op_pattern')})"
             )
         if rules.min_hidden is not None:
             out += [_min_hidden(f, rules.min_hidden, scope) for f in figs.values()]
@@ -590,8 +581,8 @@ def _vs_baseline(analysis: Any, rules: CheckRules, pat: re.Pattern[str] | None) 
         base_ops = {o for r in ranks for o in base["per_op"].get(str(r), {})}
         hits = sorted(o for o in base_ops if pat.search(o))
         if not hits:
-            raise ConfigError(
-                f"--op-pattern {pat.pattern!r} matches no op name in the baseline "
+            raise OptionError(
+                f"{opt('op_pattern')} {pat.pattern!r} matches no op name in the baseline "
                 f"({len(base_ops)} ops with comm there); fix the pattern or regenerate "
                 "the baseline"
             )
@@ -656,7 +647,7 @@ def _op_table(analysis: Any, phase: str | None) -> dict[tuple[int, str], float |
         }
     iv = analysis.intervals
     mask = (iv["kind"].astype(str) == "comm") & (iv["phase"].astype(str) == phase)
-    table = _interval_figures(iv, mask, ["rank", "op"])
+    table = _interval_figures(analysis, mask, ["rank", "op"])
     return {
         (int(row.rank), str(row.op)): 100.0 * row.hidden_ns / row.comm_ns
         for row in table.itertuples(index=False)

@@ -7,9 +7,9 @@ threads), with its kind (compute / comm / memory), its launch call (joined on
 launching thread at the launch call), the phase and the iteration. The rules are in
 docs/METRICS.md ("Device activity", "Overlap" and the "Extension:" paragraphs).
 
-Everything is vectorised: the launch join is a hash merge, the innermost annotation a
-depth-indexed ``searchsorted`` (see :func:`innermost_containing`), the step and phase
-windows ``searchsorted`` look-ups on merged ranges.
+Everything is vectorised. Op, phase and iteration come from the attribution core
+(``analysis.attribution``), which the overheads use too, so both put a launch in the
+same step under the same op name.
 """
 
 from __future__ import annotations
@@ -21,6 +21,17 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
+from domino_prof.analysis.attribution import (
+    NO_OP,
+    PHASES,
+    Context,
+    context,
+    innermost_containing,
+    join_on_correlation,
+    match_names,
+    shared_ids,
+    tuple_ids,
+)
 from domino_prof.analysis.config import (
     COMM_FAMILIES,
     DTOD_COPY,
@@ -33,20 +44,7 @@ from domino_prof.errors import TraceError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
 KINDS = ("compute", "comm", "memory")
-PHASES = ("forward", "backward", "optimizer", "other")
-NO_OP = "(none)"
-
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
-# user annotations that never name an op: step windows and collective-level ranges
-# (``nccl:all_reduce`` wraps every NCCL launch and would hide the model's op name)
-_NOT_AN_OP = re.compile(r"^(?:ProfilerStep#|nccl:|rccl:|hccl:|gloo:)")
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _GLOO = re.compile(r"^gloo:")
-_BACKWARD_CTX = re.compile(r"^autograd::engine::evaluate_function")
-_OPTIMIZER_CTX = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
-_OP_OPTIMIZER = re.compile(r"^optimizer", re.IGNORECASE)
-_OP_BACKWARD = re.compile(r"^(?:bwd|backward)", re.IGNORECASE)
-_OP_FORWARD = re.compile(r"^(?:fwd|forward)", re.IGNORECASE)
 # CPU-only traces: cpu_ops that launch or wait for collectives are not compute
 CPU_NONCOMPUTE = re.compile(r"^(?:c10d::|record_param_comms|_?c10d_functional::)")
 _C10D_LAUNCH = re.compile(r"^c10d::(?!.*wait)")
@@ -73,193 +71,18 @@ class Classified:
     notes: list[str] = field(default_factory=list)
     # which kinds of comm were recognised: [{source, label, n_intervals, busy_ns}]
     comm_sources: list[dict] = field(default_factory=list)
+    # the trace's attribution context (step windows, annotations, runtime calls)
+    context: Context | None = None
+
+    @property
+    def reference(self):
+        """The compute reference as ``overlap.ComputeReference``."""
+        from domino_prof.analysis.overlap import ComputeReference
+
+        return ComputeReference(self.ref_rank, self.ref_device, self.ref_start, self.ref_end)
 
 
-# --------------------------------------------------------------------------- #
-# small vectorised helpers                                                    #
-# --------------------------------------------------------------------------- #
-
-
-def match_names(s: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """``pattern.search`` over a (categorical) string column, evaluated once per category."""
-    if not isinstance(s.dtype, pd.CategoricalDtype):
-        s = s.astype("category")
-    cats = s.cat.categories
-    hit = np.fromiter((bool(pattern.search(str(c))) for c in cats), dtype=bool, count=len(cats))
-    codes = s.cat.codes.to_numpy()
-    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
-
-
-def tuple_ids(*cols: np.ndarray) -> np.ndarray:
-    """Dense int64 ids for tuples of int columns (e.g. rank, pid, tid), numbered in
-    lexicographic order of the tuples (so sorting by id sorts by the tuple)."""
-    n = len(cols[0])
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    combined = np.zeros(n, dtype=np.int64)
-    for c in cols:
-        # per-column dense ranks (sorted), then mixed radix: exact, order-preserving
-        uniq, inv = np.unique(np.asarray(c, dtype=np.int64), return_inverse=True)
-        combined = combined * np.int64(len(uniq)) + inv.reshape(-1).astype(np.int64)
-    _, dense = np.unique(combined, return_inverse=True)
-    return dense.reshape(-1).astype(np.int64)
-
-
-def _thread_ids(n_ann: int, ann: tuple, queries: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Shared dense ids for (rank, pid, tid) of annotations and of query points."""
-    both = tuple_ids(*(np.concatenate([a, q]) for a, q in zip(ann, queries)))
-    return both[:n_ann], both[n_ann:]
-
-
-def innermost_containing(
-    ann_keys: np.ndarray,
-    ann_start: np.ndarray,
-    ann_end: np.ndarray,
-    q_keys: np.ndarray,
-    q_t: np.ndarray,
-) -> np.ndarray:
-    """Index of the innermost annotation ``[start, end)`` of the same key containing each
-    query point, or -1. Annotations of one key (thread) are properly nested ranges.
-
-    Depth trick (no stack, no Python loop): order a thread's ranges by (start, -end);
-    a range's depth is the number of ranges before it still open at its start. A point
-    inside ``D`` ranges is innermost in the last range of depth ``D-1`` that started at
-    or before it (a later range of that depth would lie inside it and so be deeper).
-    Results whose range does not contain the point (improperly nested input) are -1.
-    """
-    ann_keys = np.asarray(ann_keys, dtype=np.int64)
-    ann_start = np.asarray(ann_start, dtype=np.int64)
-    ann_end = np.asarray(ann_end, dtype=np.int64)
-    q_keys = np.asarray(q_keys, dtype=np.int64)
-    q_t = np.asarray(q_t, dtype=np.int64)
-    out = np.full(len(q_t), -1, dtype=np.int64)
-    keep = np.flatnonzero(ann_end > ann_start)
-    if len(keep) == 0 or len(q_t) == 0:
-        return out
-    k, s, e = ann_keys[keep], ann_start[keep], ann_end[keep]
-    order = np.lexsort((-e, s, k))
-    k, s, e, orig = k[order], s[order], e[order], keep[order]
-    n = len(k)
-    pos = np.arange(n, dtype=np.int64) - np.searchsorted(k, k, side="left")
-    eorder = np.lexsort((e, k))
-    ek, ee = k[eorder], e[eorder]
-    closed = iv.grouped_searchsorted(ek, ee, k, s, side="right") - np.searchsorted(ek, k, "left")
-    depth = pos - closed
-    # number of ranges of the query's key open at t: started <= t minus ended <= t
-    started = iv.grouped_searchsorted(k, s, q_keys, q_t, side="right") - np.searchsorted(
-        k, q_keys, side="left"
-    )
-    ended = iv.grouped_searchsorted(ek, ee, q_keys, q_t, side="right") - np.searchsorted(
-        ek, q_keys, side="left"
-    )
-    want = started - ended - 1
-    width = np.int64(depth.max() + 1)
-    dk = k * width + depth
-    o2 = np.lexsort((s, dk))
-    dk, s2, e2, orig2 = dk[o2], s[o2], e[o2], orig[o2]
-    valid = (want >= 0) & (want < width)
-    qdk = q_keys * width + np.clip(want, 0, width - 1)
-    j = iv.grouped_searchsorted(dk, s2, qdk, q_t, side="right") - 1
-    js = np.maximum(j, 0)
-    ok = valid & (j >= 0) & (dk[js] == qdk) & (s2[js] <= q_t) & (q_t < e2[js])
-    out[ok] = orig2[js[ok]]
-    return out
-
-
-def _contains_any(
-    ranges: pd.DataFrame, q_rank: np.ndarray, q_pid: np.ndarray, q_tid: np.ndarray, t: np.ndarray
-) -> np.ndarray:
-    """Whether ``t`` lies inside any of ``ranges`` (rank, pid, tid, ts, dur) on its thread."""
-    if len(ranges) == 0 or len(t) == 0:
-        return np.zeros(len(t), dtype=bool)
-    rk, qk = _thread_ids(
-        len(ranges),
-        (ranges["rank"].to_numpy(), ranges["pid"].to_numpy(), ranges["tid"].to_numpy()),
-        (q_rank, q_pid, q_tid),
-    )
-    s = ranges["ts"].to_numpy(np.int64)
-    mk, ms, me = iv.grouped_merge(rk, s, s + ranges["dur"].to_numpy(np.int64))
-    return iv.grouped_contains(mk, ms, me, qk, t)
-
-
-# --------------------------------------------------------------------------- #
-# attribution: op, iteration, phase                                           #
-# --------------------------------------------------------------------------- #
-
-
-@dataclass
-class _Context:
-    """CPU-side ranges used to attribute a launch point (rank, pid, tid, t)."""
-
-    ann: pd.DataFrame  # op-naming user annotations
-    steps: pd.DataFrame  # ProfilerStep#N windows, with column "step"
-    backward: pd.DataFrame  # autograd::engine::evaluate_function ranges
-    optimizer: pd.DataFrame  # Optimizer.step# / Optimizer.zero_grad# ranges
-
-
-def _context(ev: pd.DataFrame) -> _Context:
-    cat = ev["cat"].to_numpy()
-    ann_all = ev[cat == "user_annotation"]
-    # ProfilerStep#N is a user_annotation; older traces write it as a cpu_op (Operator)
-    steps = ev[((cat == "user_annotation") | (cat == "cpu_op")) & match_names(ev["name"], _STEP)]
-    step_n = steps["name"].astype(str).str.slice(len("ProfilerStep#")).astype(np.int64)
-    steps = steps.assign(step=step_n.to_numpy()).drop_duplicates(["rank", "step"])
-    ann = ann_all[~match_names(ann_all["name"], _NOT_AN_OP)]
-    backward = ev[match_names(ev["name"], _BACKWARD_CTX)]
-    optimizer = ev[match_names(ev["name"], _OPTIMIZER_CTX)]
-    return _Context(ann=ann, steps=steps, backward=backward, optimizer=optimizer)
-
-
-def _attribute(
-    ctx: _Context,
-    rank: np.ndarray,
-    pid: np.ndarray,
-    tid: np.ndarray,
-    t: np.ndarray,
-    has_point: np.ndarray,
-) -> tuple[pd.Categorical, np.ndarray, pd.Categorical]:
-    """(op, iteration, phase) of each launch point; rows without a point get
-    (``(none)``, -1, ``other``)."""
-    n = len(t)
-    # --- op: innermost annotation on the same thread --------------------------------
-    ann = ctx.ann
-    ak, qk = _thread_ids(
-        len(ann),
-        (ann["rank"].to_numpy(), ann["pid"].to_numpy(), ann["tid"].to_numpy()),
-        (rank, pid, tid),
-    )
-    a_s = ann["ts"].to_numpy(np.int64)
-    j = innermost_containing(ak, a_s, a_s + ann["dur"].to_numpy(np.int64), qk, t)
-    j[~has_point] = -1
-    names = ann["name"].astype(str).to_numpy(dtype=object)
-    op_arr = np.full(n, NO_OP, dtype=object)
-    op_arr[j >= 0] = names[j[j >= 0]]
-    op = pd.Categorical(op_arr)
-
-    # --- iteration: ProfilerStep#N window of the same rank holding the point ----------
-    st = ctx.steps.sort_values(["rank", "ts"], kind="stable")
-    iteration = np.full(n, -1, dtype=np.int64)
-    if len(st):
-        sr = st["rank"].to_numpy(np.int64)
-        ss = st["ts"].to_numpy(np.int64)
-        se = ss + st["dur"].to_numpy(np.int64)
-        i = iv.grouped_searchsorted(sr, ss, rank, t, side="right") - 1
-        isafe = np.maximum(i, 0)
-        inside = has_point & (i >= 0) & (sr[isafe] == rank) & (t < se[isafe])
-        iteration[inside] = st["step"].to_numpy(np.int64)[isafe[inside]]
-
-    # --- phase (docs/METRICS.md "Extension: phase") ----------------------------------
-    in_opt = _contains_any(ctx.optimizer, rank, pid, tid, t)
-    in_bwd = _contains_any(ctx.backward, rank, pid, tid, t)
-    op_s = pd.Series(op)
-    phase = np.full(n, "other", dtype=object)
-    fwd = (match_names(op_s, _OP_FORWARD) | (iteration >= 0)) & has_point
-    phase[fwd] = "forward"
-    bwd = (match_names(op_s, _OP_BACKWARD) | in_bwd) & has_point
-    phase[bwd] = "backward"
-    opt = (match_names(op_s, _OP_OPTIMIZER) | in_opt) & has_point
-    phase[opt] = "optimizer"
-    return op, iteration, pd.Categorical(phase, categories=list(PHASES))
+__all__ = ["NO_OP", "PHASES", "Classified", "classify", "innermost_containing", "leaf_ops"]
 
 
 # --------------------------------------------------------------------------- #
@@ -273,10 +96,10 @@ def classify(trace: Trace, config: AnalysisConfig) -> Classified:
     cat = ev["cat"]
     is_dev = cat.isin(DEVICE_CATS).to_numpy()
     if is_dev.any():
-        return _classify_gpu(ev, is_dev, config)
+        return _classify_gpu(ev, is_dev, config, context(ev))
     is_gloo = match_names(ev["name"], _GLOO)
     if is_gloo.any():
-        return _classify_cpu(ev, is_gloo)
+        return _classify_cpu(ev, is_gloo, context(ev))
     if any(m.backend == "gloo" for m in trace.ranks.values()):
         # e.g. `domino-prof run --device cpu --mode nocomm`: CPU work, no collective
         raise TraceError(
@@ -323,7 +146,9 @@ def _comm_sources(source: np.ndarray, dur: np.ndarray) -> list[dict]:
     return out
 
 
-def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) -> Classified:
+def _classify_gpu(
+    ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig, ctx: Context
+) -> Classified:
     notes: list[str] = []
     dev = ev[is_dev]
     n = len(dev)
@@ -362,13 +187,11 @@ def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) 
     corr = dev["correlation"].to_numpy(np.int64)
 
     # --- launch join: (rank, correlation) -> the runtime/driver call -------------------
-    lc = ev[ev["cat"].isin(LAUNCH_CATS).to_numpy() & (ev["correlation"].to_numpy() >= 0)]
-    lc = lc[["rank", "correlation", "pid", "tid", "ts", "dur", "name"]]
-    lc = lc.drop_duplicates(["rank", "correlation"], keep="first")
-    left = pd.DataFrame({"rank": dev["rank"].to_numpy(), "correlation": corr})
-    j = left.merge(lc, on=["rank", "correlation"], how="left", sort=False)
-    has_launch = j["ts"].notna().to_numpy() & (corr >= 0)
-    l_ts = j["ts"].fillna(-1).to_numpy(np.int64)
+    j = join_on_correlation(
+        dev["rank"].to_numpy(), corr, ctx.calls, ["start", "dur", "pid", "tid", "name"]
+    )
+    has_launch = j["found"].to_numpy()
+    l_ts = j["start"].fillna(-1).to_numpy(np.int64)
     l_end = np.where(has_launch, l_ts + j["dur"].fillna(0).to_numpy(np.int64), -1)
     l_tid = j["tid"].fillna(-1).to_numpy(np.int64)
     l_pid = j["pid"].fillna(-1).to_numpy(np.int64)
@@ -379,7 +202,7 @@ def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) 
             "correlation id: op '(none)', phase 'other', iteration 'outside steps'"
         )
 
-    op, iteration, phase = _attribute(_context(ev), rank, l_pid, l_tid, l_ts, has_launch)
+    op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
     frame = pd.DataFrame(
         {
             "rank": rank,
@@ -411,6 +234,7 @@ def _classify_gpu(ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig) 
         notes += _dtod_note((rank, device, stream), kind, source, dtod, dur)
     out = _with_ref(frame, rk, rs, re_, mode="gpu", notes=notes)
     out.comm_sources = _comm_sources(source, dur)
+    out.context = ctx
     return out
 
 
@@ -435,7 +259,7 @@ def _dtod_note(streams: tuple, kind, source, dtod, dur) -> list[str]:
     return [note]
 
 
-def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
+def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classified:
     notes = [
         (
             "CPU-only trace: comm = gloo:* events, compute = cpu_op events on the other "
@@ -446,8 +270,8 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
     rank_a, pid_a, tid_a = (ev[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
     g_rank, g_pid, g_tid = (gl[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
     # threads carrying gloo events, and the processes that own them
-    thr_all, thr_g = _thread_ids(len(ev), (rank_a, pid_a, tid_a), (g_rank, g_pid, g_tid))
-    proc_all, proc_g = _thread_ids(len(ev), (rank_a, pid_a), (g_rank, g_pid))
+    thr_all, thr_g = shared_ids(len(ev), (rank_a, pid_a, tid_a), (g_rank, g_pid, g_tid))
+    proc_all, proc_g = shared_ids(len(ev), (rank_a, pid_a), (g_rank, g_pid))
     on_comm_thread = np.isin(thr_all, thr_g)
     in_gloo_proc = np.isin(proc_all, proc_g)
     is_cpu_op = ev["cat"].to_numpy() == "cpu_op"
@@ -481,13 +305,11 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
             "process: op '(none)', phase 'other', iteration 'outside steps'"
         )
 
-    ctx = _context(ev)
     n_g, n_c = len(gl), len(comp)
     c_rank, c_pid, c_tid = (comp[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
     c_ts = comp["ts"].to_numpy(np.int64)
     # attribution point: the c10d launch for gloo events, the op's own start for compute
-    op, iteration, phase = _attribute(
-        ctx,
+    op, iteration, phase = ctx.attribute(
         np.concatenate([g_rank, c_rank]),
         np.concatenate([g_pid, c_pid]),
         np.concatenate([ltid, c_tid]),
@@ -545,6 +367,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray) -> Classified:
     gl_dur = np.maximum(gl["dur"].to_numpy(np.int64), 0)
     out.comm_sources = [{"source": "gloo", "label": "gloo collectives (CPU)",
                          "n_intervals": n_g, "busy_ns": int(gl_dur.sum())}]  # fmt: skip
+    out.context = ctx
     return out
 
 
@@ -591,7 +414,7 @@ def _match_launches(c10d: pd.DataFrame, gl: pd.DataFrame) -> np.ndarray:
     out = np.full(len(gl), -1, dtype=np.int64)
     if len(c10d) == 0 or len(gl) == 0:
         return out
-    ck, gk = _thread_ids(
+    ck, gk = shared_ids(
         len(c10d),
         (c10d["rank"].to_numpy(np.int64), c10d["pid"].to_numpy(np.int64)),
         (gl["rank"].to_numpy(np.int64), gl["pid"].to_numpy(np.int64)),

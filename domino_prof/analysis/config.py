@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from domino_prof.errors import ConfigError
+from domino_prof.errors import OptionError, opt
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,12 @@ def combine_comm_pattern(user: str | None, *, replace: bool = False) -> str:
     replacing it when ``replace`` is set. Raises ConfigError for an invalid regex."""
     if not user:
         if replace:
-            raise ConfigError(
-                "--comm-pattern-only needs --comm-pattern REGEX; give the regex that "
-                "names your comm kernels"
+            raise OptionError(
+                f"{opt('comm_pattern_only')} needs {opt('comm_pattern')} REGEX; give the "
+                "regex that names your comm kernels"
             )
         return DEFAULT_COMM_PATTERN
-    _compile(user, what="--comm-pattern")
+    _compile(user, what=opt("comm_pattern"))
     if replace:
         return user
     return f"(?:{DEFAULT_COMM_PATTERN})|(?:{user})"
@@ -83,7 +83,7 @@ def _compile(pattern: str, *, what: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as e:
-        raise ConfigError(
+        raise OptionError(
             f"{what} {pattern!r} is not a valid regular expression ({e}); "
             "fix the regex (Python `re` syntax)"
         ) from None

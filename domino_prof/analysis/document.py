@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.analysis.results import Note, Overheads
 
 SCHEMA = "domino-prof/analysis"
 VERSION = 1
@@ -39,8 +40,11 @@ class Analysis:
     by_phase: pd.DataFrame
     by_iteration: pd.DataFrame
     totals: dict
-    overheads: dict | None = None
-    notes: list[str] = field(default_factory=list)
+    overheads: Overheads | None = None
+    notes: list[Note] = field(default_factory=list)  # str with a .topic (results.Note)
+    # the merged compute time that hides comm, per (rank, device) (overlap.ComputeReference;
+    # not written to JSON): what every later hidden/exposed split measures against
+    reference: Any = None
 
     def to_json(self) -> dict:
         """The versioned document: plain JSON types only, ``null`` for undefined."""
@@ -55,7 +59,8 @@ class Analysis:
         }
         for name in TABLES:
             doc[name] = frame_records(getattr(self, name))
-        doc["overheads"] = jsonable(self.overheads)
+        ov = self.overheads
+        doc["overheads"] = ov.to_json() if hasattr(ov, "to_json") else jsonable(ov)
         doc["notes"] = [str(n) for n in self.notes]
         return doc
 

@@ -27,19 +27,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.attribution import api_name, tuple_ids
 from domino_prof.analysis.intervals import (
     grouped_difference,
     grouped_intersection,
     grouped_merge,
     grouped_searchsorted,
 )
-from domino_prof.analysis.switches import (
-    api_name,
-    dense_key,
-    grouped_stats,
-    prev_end_on_stream,
-    stats_ns,
-)
+from domino_prof.analysis.results import Launches, Note, tagged
+from domino_prof.analysis.tables import grouped_stats, prev_end_on_stream, stats_ns
 
 # Calls that put device work on a stream (joined to it by correlation), without CUPTI's
 # ``_vNNNNN`` suffix (docs/METRICS.md "Kernel launches" and its Extension).
@@ -102,7 +98,7 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     iv["host_bound"] = hb
     iv["host_bound_idle_ns"] = idle.astype(np.int64)
     # the part of each host-bound gap during which the whole device was idle
-    dev_key = dense_key(iv["rank"].to_numpy(), iv["device"].to_numpy())
+    dev_key = tuple_ids(iv["rank"].to_numpy(), iv["device"].to_numpy())
     mk, ms, me = grouped_merge(dev_key, iv["start"].to_numpy(), iv["end"].to_numpy())
     gap_s = np.where(hb, prev_end, 0)
     gap_e = np.where(hb, iv["start"].to_numpy(np.int64), 0)
@@ -127,7 +123,7 @@ def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
     sel = lt["in_step_gap"].to_numpy()
     if not sel.any():
         return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
-    dev_key = dense_key(lt["rank"].to_numpy(), lt["device"].to_numpy())
+    dev_key = tuple_ids(lt["rank"].to_numpy(), lt["device"].to_numpy())
     g = lt.loc[sel]
     gk = dev_key[sel]
     gs, ge = g["prev_end"].to_numpy(np.int64), g["start"].to_numpy(np.int64)
@@ -252,8 +248,8 @@ def summarize_launches(
     min_graph_run: int,
     host_bound_share: float,
     top_n: int,
-) -> tuple[dict, list[str]]:
-    """The "launches" section (plain Python values) and notes on what is missing."""
+) -> tuple[Launches, list[Note]]:
+    """The "launches" section and notes on what is missing."""
     notes: list[str] = []
     lt = launch_table(intervals)
     n_launched = int(lt["launched"].sum())
@@ -267,12 +263,13 @@ def summarize_launches(
             "(docs/METRICS.md lists the launch APIs)."
         )
     if n_launched == 0:
-        notes.append(
-            "kernel launches: not computed: no device interval is joined to a launch call "
-            "(a CUDA/HIP kernel, copy, memset or graph launch API; docs/METRICS.md lists "
-            "them); the trace has no runtime/driver events or their correlations are missing."
+        why = (
+            "no device interval is joined to a launch call (a CUDA/HIP kernel, copy, "
+            "memset or graph launch API; docs/METRICS.md lists them); the trace has no "
+            "runtime/driver events or their correlations are missing."
         )
-        return {"computed": False}, notes
+        notes.append(f"kernel launches: not computed: {why}")
+        return Launches(computed=False, reason=why), tagged(notes, "launches")
     n_neg = int(lt["delay_negative"].sum())
     if n_neg:
         notes.append(
@@ -374,4 +371,4 @@ def summarize_launches(
         "top_ops": top_ops(lt, top_n).to_dict("records"),
         "graph_candidates": cands.head(top_n).to_dict("records"),
     }
-    return section, notes
+    return Launches.of(section), tagged(notes, "launches")

@@ -2,11 +2,12 @@
 
 Entry point :func:`analyze_overheads` takes the loaded ``Trace``, the ``intervals``
 frame of ``analysis.intervals``/``analyze`` (docs/ARCHITECTURE.md section 2) and the
-``AnalysisConfig``; it returns a JSON-ready dict (ints, floats, str, bool, None,
-lists, dicts; never NaN):
+``AnalysisConfig``; it returns an :class:`~domino_prof.analysis.results.Overheads`
+(typed sections, findings and topic-tagged notes; ``to_json()`` is the document's
+``overheads``: ints, floats, str, bool, None, lists, dicts; never NaN):
 
-``{"stream_switches": {...}, "launches": {...}, "across_ranks": {...},
-"findings": [...], "notes": [...], "thresholds": {...}, "step_ms": float | None}``
+``{"step_ms": float | None, "thresholds": {...}, "stream_switches": {...},
+"launches": {...}, "across_ranks": {...}, "findings": [...], "notes": [...]}``
 
 Thresholds (``config.overhead_thresholds``; any subset, unknown keys are an error):
 
@@ -30,13 +31,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.attribution import Context, context
 from domino_prof.analysis.findings import build_findings
 from domino_prof.analysis.launches import summarize_launches
 from domino_prof.analysis.ranks import summarize_ranks
-from domino_prof.analysis.switches import iteration_walls, step_windows, summarize_switches
+from domino_prof.analysis.results import (
+    Launches,
+    Note,
+    Overheads,
+    StreamSwitches,
+    jsonable,
+)
+from domino_prof.analysis.switches import summarize_switches
+from domino_prof.analysis.tables import iteration_walls
 from domino_prof.errors import ConfigError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
@@ -77,48 +86,33 @@ def resolve_thresholds(user: Mapping[str, float] | None) -> dict[str, float]:
     return out
 
 
-def jsonable(obj: Any) -> Any:
-    """Plain Python values only: numpy scalars -> int/float, NaN/inf -> None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        return f if math.isfinite(f) else None
-    if obj is None or obj is pd.NA or obj is pd.NaT:
-        return None
-    if isinstance(obj, str):
-        return obj
-    return str(obj)
-
-
-def analyze_overheads(trace: Trace, intervals: pd.DataFrame, config: Any) -> dict:
-    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready)."""
+def analyze_overheads(
+    trace: Trace, intervals: pd.DataFrame, config: Any, *, ctx: Context | None = None
+) -> Overheads:
+    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready).
+    ``ctx``: the trace's attribution context (the one its intervals were attributed
+    with; built here when not given)."""
     t = resolve_thresholds(getattr(config, "overhead_thresholds", None))
     top_n = int(t["top_n"])
     events = trace.events
     notes: list[str] = []
-    steps = step_windows(events)
+    ctx = context(events) if ctx is None else ctx
     walls = iteration_walls(intervals)
     if walls.empty:
         notes.append(
-            "per-step figures: not computed: no device interval was launched inside a "
-            "ProfilerStep#N window (profile with a torch.profiler schedule and call "
-            "prof.step() each iteration)."
+            Note(
+                "per-step figures: not computed: no device interval was launched inside a "
+                "ProfilerStep#N window (profile with a torch.profiler schedule and call "
+                "prof.step() each iteration).",
+                "per_step",
+            )
         )
     step_ms = float(walls["wall_ns"].mean()) / 1e6 if len(walls) else None
     gpu = bool(events["cat"].astype(str).isin(DEVICE_CATS).any())
     if gpu:
         switches, n1 = summarize_switches(
-            events, intervals, steps=steps, walls=walls,
-            switch_gap_share=t["switch_gap_share"], top_n=top_n,
+            events, intervals, walls=walls, switch_gap_share=t["switch_gap_share"],
+            top_n=top_n, ctx=ctx,
         )  # fmt: skip
         launches, n2 = summarize_launches(
             intervals, walls=walls, min_graph_run=int(t["min_graph_run"]),
@@ -126,25 +120,24 @@ def analyze_overheads(trace: Trace, intervals: pd.DataFrame, config: Any) -> dic
         )  # fmt: skip
         notes += n1 + n2
     else:
-        switches = {"source": "none", "computed": False}
-        launches = {"computed": False}
-        notes.append(
-            "stream switches and kernel launches: not applicable: CPU-only trace (no "
-            "kernel/gpu_memcpy/gpu_memset events, so no CUDA streams or launch calls)."
+        why = (
+            "not applicable: CPU-only trace (no kernel/gpu_memcpy/gpu_memset events, so no "
+            "CUDA streams or launch calls)."
         )
+        switches = StreamSwitches(computed=False, reason=why)
+        launches = Launches(computed=False, reason=why)
+        notes.append(Note(f"stream switches and kernel launches: {why}", "launches"))
     across, n3 = summarize_ranks(trace, intervals, top_n=top_n)
     notes += n3
     findings = build_findings(
         switches=switches, launches=launches, ranks=across, step_ms=step_ms, thresholds=t
     )
-    return jsonable(
-        {
-            "step_ms": step_ms,
-            "thresholds": t,
-            "stream_switches": switches,
-            "launches": launches,
-            "across_ranks": across,
-            "findings": findings,
-            "notes": notes,
-        }
+    return Overheads(
+        step_ms=step_ms,
+        thresholds=jsonable(t),
+        stream_switches=switches,
+        launches=launches,
+        across_ranks=across,
+        findings=findings,
+        notes=notes,
     )

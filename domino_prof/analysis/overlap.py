@@ -13,33 +13,124 @@ overheads analysis (``analysis.overheads``, when present).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.classify import Classified, classify, tuple_ids
+from domino_prof.analysis.attribution import tuple_ids
+from domino_prof.analysis.classify import Classified, classify
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.document import Analysis
+from domino_prof.analysis.results import Note, Overheads, tagged
 from domino_prof.trace.schema import Trace
 
 NS_COLS = ("comm_ns", "hidden_ns", "exposed_ns")
 
 
-def _dev_codes(cl: Classified, rank: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Dense (rank, device) ids shared by query rows and the compute reference."""
-    n_ref = len(cl.ref_rank)
-    r = np.concatenate([cl.ref_rank, np.asarray(rank, dtype=np.int64)])
-    d = np.concatenate([cl.ref_device, np.asarray(device, dtype=np.int64)])
-    if len(r) == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    inv = tuple_ids(r, d)  # order-preserving: the reference stays sorted by its key
-    return inv[:n_ref], inv[n_ref:]
+@dataclass(frozen=True)
+class ComputeReference:
+    """Merged, disjoint compute time per (rank, device), sorted: what can hide comm.
+
+    The one overlap routine: every figure that says how much comm is hidden (the
+    analysis tables, the gate's selections in ``baseline``, the timeline's hidden and
+    exposed pieces) measures comm against this, per (rank, device). For GPU traces it
+    is the union of the compute kernels of the device; for CPU-only traces the leaf /
+    ``aten::*`` ops minus collective calls (docs/METRICS.md), which is why it is kept
+    and not rebuilt from the intervals' ``kind`` column."""
+
+    rank: np.ndarray
+    device: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @staticmethod
+    def of_intervals(intervals: pd.DataFrame) -> ComputeReference:
+        """The union of an intervals frame's compute rows per (rank, device): the
+        reference of a GPU trace (for frames that come without one)."""
+        comp = intervals[intervals["kind"].astype(str).to_numpy() == "compute"]
+        r = comp["rank"].to_numpy(np.int64)
+        d = comp["device"].to_numpy(np.int64)
+        key = tuple_ids(r, d)
+        mk, ms, me = iv.grouped_merge(key, comp["start"].to_numpy(), comp["end"].to_numpy())
+        first = np.zeros(int(key.max()) + 1 if len(key) else 0, dtype=np.int64)
+        first[key] = np.arange(len(key))
+        return ComputeReference(r[first][mk], d[first][mk], ms, me)
+
+    def _codes(self, rank, device) -> tuple[np.ndarray, np.ndarray]:
+        """Dense (rank, device) ids shared by the reference and query rows."""
+        n_ref = len(self.rank)
+        r = np.concatenate([self.rank, np.asarray(rank, dtype=np.int64)])
+        d = np.concatenate([self.device, np.asarray(device, dtype=np.int64)])
+        if len(r) == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        ids = tuple_ids(r, d)  # order-preserving: the reference stays sorted by its key
+        return ids[:n_ref], ids[n_ref:]
+
+    def hidden(self, rank, device, starts, ends) -> np.ndarray:
+        """Length of each ``[start, end)`` covered by compute of its (rank, device)."""
+        ref_k, q_k = self._codes(rank, device)
+        return iv.grouped_intersection(q_k, starts, ends, ref_k, self.start, self.end)
+
+    def pieces(
+        self, rank, device, starts, ends
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each ``[start, end)`` cut at its device's compute boundaries: (owner row,
+        piece start, piece end, piece covered by compute?); empty pieces dropped.
+        The covered pieces of a row sum to :meth:`hidden` of it."""
+        ref_k, q_k = self._codes(rank, device)
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        out = []
+        for k in np.unique(q_k):  # one pass per (rank, device): a handful
+            rows = np.flatnonzero(q_k == k)
+            lo, hi = np.searchsorted(ref_k, [k, k + 1])
+            owner, ps, pe, inside = _split_against(
+                starts[rows], ends[rows], self.start[lo:hi], self.end[lo:hi]
+            )
+            out.append((rows[owner], ps, pe, inside))
+        if not out:
+            e = np.empty(0, np.int64)
+            return e, e.copy(), e.copy(), np.zeros(0, bool)
+        return tuple(np.concatenate(x) for x in zip(*out))  # type: ignore[return-value]
+
+
+def _split_against(
+    s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cut each [s, e) at the boundaries of the disjoint sorted union (us, ue).
+
+    Returns (owner index, piece start, piece end, piece inside union?)."""
+    if len(us) == 0:  # nothing to be hidden behind: every interval is one piece, outside
+        keep = e > s
+        return np.flatnonzero(keep), s[keep], e[keep], np.zeros(int(keep.sum()), dtype=bool)
+    bounds = np.concatenate([us, ue])
+    bounds.sort(kind="stable")
+    lo = np.searchsorted(bounds, s, side="right")
+    hi = np.searchsorted(bounds, e, side="left")
+    n_inner = np.maximum(hi - lo, 0)
+    n_pieces = n_inner + 1
+    owner = np.repeat(np.arange(len(s)), n_pieces)
+    first = np.r_[0, np.cumsum(n_pieces)[:-1]]
+    k = np.arange(len(owner)) - np.repeat(first, n_pieces)  # piece number within its owner
+    # piece k of owner i spans [cut_{k}, cut_{k+1}) with cut_0 = s_i, cut_{m} = e_i
+    cut_idx = np.repeat(lo, n_pieces) + k - 1
+    is_first = k == 0
+    is_last = k == np.repeat(n_pieces, n_pieces) - 1
+    last = len(bounds) - 1
+    p_start = np.where(is_first, s[owner], bounds[np.clip(cut_idx, 0, last)])
+    p_end = np.where(is_last, e[owner], bounds[np.clip(cut_idx + 1, 0, last)])
+    # a piece never straddles a union boundary: it is inside iff its start is
+    j = np.searchsorted(us, p_start, side="right") - 1
+    inside = (j >= 0) & (p_start < ue[np.clip(j, 0, len(ue) - 1)])
+    keep = p_end > p_start
+    return owner[keep], p_start[keep], p_end[keep], inside[keep]
 
 
 def hidden_of(cl: Classified, rank, device, starts, ends) -> np.ndarray:
     """Length of each ``[start, end)`` covered by compute of its (rank, device)."""
-    ref_k, q_k = _dev_codes(cl, rank, device)
-    return iv.grouped_intersection(q_k, starts, ends, ref_k, cl.ref_start, cl.ref_end)
+    return cl.reference.hidden(rank, device, starts, ends)
 
 
 def _with_derived(df: pd.DataFrame) -> pd.DataFrame:
@@ -52,17 +143,15 @@ def _with_derived(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def group_overlap(cl: Classified, keys: list[str], *, rows: pd.DataFrame | None = None):
-    """C and H of the union of comm intervals per group ``keys`` (keys must include
-    ``rank``); each group is measured per (rank, device) and summed over devices."""
-    iv_frame = cl.intervals
-    comm = iv_frame[iv_frame["kind"].to_numpy() == "comm"]
-    if rows is not None:
-        comm = rows
+def comm_overlap(ref: ComputeReference, comm: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """C and H of the union of the ``comm`` rows per group ``keys`` (which include
+    ``rank``): each group is measured per (rank, device) against ``ref`` and summed
+    over devices (docs/METRICS.md: comm running concurrently in one group counts once).
+    Key columns keep the dtypes of ``comm``."""
     gcols = list(dict.fromkeys(["rank", "device", *keys]))
     out_cols = [*gcols, "comm_ns", "hidden_ns"]
     if len(comm) == 0:
-        res = pd.DataFrame({c: pd.Series(dtype=iv_frame[c].dtype) for c in gcols})
+        res = pd.DataFrame({c: pd.Series(dtype=comm[c].dtype) for c in gcols})
         res["comm_ns"] = np.empty(0, np.int64)
         res["hidden_ns"] = np.empty(0, np.int64)
     else:
@@ -74,7 +163,7 @@ def group_overlap(cl: Classified, keys: list[str], *, rows: pd.DataFrame | None 
         comm_ns = iv._bincount_i64(mk, me - ms, n)
         grank = res["rank"].to_numpy(np.int64)[mk]
         gdev = res["device"].to_numpy(np.int64)[mk]
-        hidden_ns = iv._bincount_i64(mk, hidden_of(cl, grank, gdev, ms, me), n)
+        hidden_ns = iv._bincount_i64(mk, ref.hidden(grank, gdev, ms, me), n)
         res["comm_ns"] = comm_ns
         res["hidden_ns"] = hidden_ns
     res = res[out_cols]
@@ -83,6 +172,13 @@ def group_overlap(cl: Classified, keys: list[str], *, rows: pd.DataFrame | None 
             ["comm_ns", "hidden_ns"]
         ].sum().reset_index()  # fmt: skip
     return res
+
+
+def group_overlap(cl: Classified, keys: list[str], *, rows: pd.DataFrame | None = None):
+    """:func:`comm_overlap` of the trace's comm intervals (or ``rows``)."""
+    iv_frame = cl.intervals
+    comm = iv_frame[iv_frame["kind"].to_numpy() == "comm"] if rows is None else rows
+    return comm_overlap(cl.reference, comm, keys)
 
 
 def _on_all(all_keys: pd.DataFrame, part: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -194,20 +290,25 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         int(x) for x in cl.intervals["rank"].unique()
     )  # fmt: skip
     tables = overlap_tables(cl, ranks)
-    notes = list(cl.notes)
+    notes = tagged(cl.notes, "classify")
     renamed = {k: v for m in trace.ranks.values() for k, v in m.renamed_categories.items()}
     if renamed:
         pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(renamed.items()))
-        notes.append(f"older Kineto trace format: categories read as today's ({pairs})")
-    notes += _negative_duration_notes(trace)
+        notes.append(
+            Note(f"older Kineto trace format: categories read as today's ({pairs})", "format")
+        )
+    notes += tagged(_negative_duration_notes(trace), NEGATIVE_DURATION_TOPIC)
     for path, why in trace.skipped:
-        notes.append(f"skipped {path}: {why}")
+        notes.append(Note(f"skipped {path}: {why}", SKIPPED))
     n_out = int((cl.intervals["iteration"] < 0).sum())
     if n_out:
-        notes.append(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)")
+        notes.append(
+            Note(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)",
+                 "outside_steps")
+        )  # fmt: skip
     no_comm = [int(x) for x in tables["by_rank"].query("comm_ns == 0")["rank"]]
     if no_comm:
-        notes.append(f"ranks without comm (hidden % undefined): {no_comm}")
+        notes.append(Note(f"ranks without comm (hidden % undefined): {no_comm}", "no_comm"))
     totals = totals_of(tables, cl.intervals)
     totals["comm_sources"] = cl.comm_sources
     totals["n_negative_durations"] = sum(
@@ -219,15 +320,18 @@ def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
         ranks=ranks,
         mode=cl.mode,
         intervals=cl.intervals,
+        reference=cl.reference,
         totals=totals,
         notes=notes,
         **tables,
     )
-    a.overheads = _overheads(trace, a, config)
+    a.overheads = _overheads(trace, a, config, cl.context)
     return a
 
 
 NEGATIVE_DURATION = "negative duration"  # in the notes below (check repeats them)
+NEGATIVE_DURATION_TOPIC = "negative_duration"  # their Note topic
+SKIPPED = "skipped"  # the topic of a note naming a file that was not loaded
 
 
 def _negative_duration_notes(trace: Trace) -> list[str]:
@@ -247,10 +351,10 @@ def _negative_duration_notes(trace: Trace) -> list[str]:
     return out
 
 
-def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig) -> dict:
+def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig, ctx) -> Overheads:
     # imported here: overheads builds on classify, which this module's package imports
     from domino_prof.analysis.overheads import analyze_overheads
 
-    out = analyze_overheads(trace, a.intervals, config)
-    a.notes.extend(out.get("notes", []))  # what the overheads could not compute, and why
+    out = analyze_overheads(trace, a.intervals, config, ctx=ctx)
+    a.notes.extend(out.notes)  # what the overheads could not compute, and why
     return out

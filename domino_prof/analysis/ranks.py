@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.switches import stats_ns
+from domino_prof.analysis.results import AcrossRanks, Note, tagged
+from domino_prof.analysis.tables import stats_ns
 from domino_prof.trace.schema import Trace
 
 # comm that is not a collective with arrivals on every rank: copies (one-sided) and
@@ -342,19 +343,25 @@ def step_invariant_violations(
     return out
 
 
-def _not_computed(matching: str, notes: list[str], why: str, **extra) -> tuple[dict, list[str]]:
+def _not_computed(
+    matching: str | None, notes: list[str], why: str, **extra
+) -> tuple[AcrossRanks, list[Note]]:
     notes.append(f"across ranks: not computed: {why}; no skew or cross-rank wait is reported.")
-    return {"computed": False, "matching": matching, "reason": why, **extra}, notes
+    section = AcrossRanks(computed=False, matching=matching, reason=why, **extra)
+    return section, tagged(notes, "across_ranks")
 
 
-def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tuple[dict, list[str]]:
-    """The "across_ranks" section (plain Python values) and notes on what is missing."""
+def summarize_ranks(
+    trace: Trace, intervals: pd.DataFrame, *, top_n: int
+) -> tuple[AcrossRanks, list[Note]]:
+    """The "across_ranks" section and notes on what is missing."""
     notes: list[str] = []
     rank_ids = sorted(trace.ranks) if trace.ranks else sorted(set(intervals["rank"].tolist()))
     if len(rank_ids) < 2:
-        notes.append("across ranks: not computed: the trace has one rank; load all ranks' "
-                     "files (a directory) to match collectives across ranks.")  # fmt: skip
-        return {"computed": False}, notes
+        why = ("the trace has one rank; load all ranks' files (a directory) to match "
+               "collectives across ranks.")  # fmt: skip
+        notes.append(f"across ranks: not computed: {why}")
+        return AcrossRanks(computed=False, reason=why), tagged(notes, "across_ranks")
     inst, matching, dropped = collective_instances(trace, intervals)
     for why in dropped:
         notes.append(f"across ranks: left out, cannot be matched with confidence: {why}.")
@@ -450,4 +457,4 @@ def summarize_ranks(trace: Trace, intervals: pd.DataFrame, *, top_n: int) -> tup
         "per_iteration": per_it.to_dict("records"),
         "worst_instances": worst.to_dict("records"),
     }
-    return section, notes
+    return AcrossRanks.of(section), tagged(notes, "across_ranks")

@@ -22,21 +22,24 @@ the producer the last interval launched from that thread before the record (its
 stream is A) and the consumer the first interval launched from that thread after the
 wait (its stream is B); a pair with A == B is not a switch and is dropped.
 
-This module also holds the small helpers the other overhead modules share (runtime
-call selection, step windows, innermost annotation, percentiles). Pure functions:
-frames in, frames out; no printing.
+Step windows, the op of a host call and the runtime-call table come from the
+attribution core (``analysis.attribution``), shared with the overlap analysis. Pure
+functions: frames in, frames out; no printing.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
-from domino_prof.analysis.classify import _NOT_AN_OP, NO_OP, innermost_containing
+from domino_prof.analysis.attribution import (
+    Context,
+    context,
+    runtime_calls,
+)
+from domino_prof.analysis.results import Note, StreamSwitches, tagged
+from domino_prof.analysis.tables import grouped_stats, prev_end_on_stream, stats_ns
 
-RUNTIME_CATS: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
 RECORD_CALLS: tuple[str, ...] = (
     "cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "cuEventRecordWithFlags",
     "hipEventRecord",
@@ -47,176 +50,6 @@ BLOCKING_CALLS: tuple[str, ...] = (
     "cuStreamSynchronize", "cuEventSynchronize", "cuCtxSynchronize",
     "hipStreamSynchronize", "hipEventSynchronize", "hipDeviceSynchronize",
 )  # fmt: skip
-STEP_PREFIX = "ProfilerStep#"
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
-
-
-# --- shared helpers ------------------------------------------------------------------
-def _per_category(values: pd.Series, fn) -> np.ndarray:
-    """Apply a vectorised string function once per distinct value (names are interned
-    as categories), then broadcast it back through the codes; missing values act as ""."""
-    c = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
-    cats = [*c.cat.categories.astype(str), ""]  # the last slot stands for missing
-    mapped = np.asarray(fn(pd.Series(cats, dtype=object)), dtype=object)
-    codes = c.cat.codes.to_numpy()
-    return mapped[np.where(codes >= 0, codes, len(cats) - 1)]
-
-
-def api_name(names: pd.Series) -> pd.Series:
-    """Runtime call names without CUPTI's version suffix (``cudaLaunchKernelExC_v11060``
-    -> ``cudaLaunchKernelExC``), as plain strings."""
-    out = _per_category(names, lambda s: s.str.replace(_VERSION_SUFFIX, "", regex=True))
-    return pd.Series(out, index=names.index, dtype=object)
-
-
-def runtime_calls(events: pd.DataFrame) -> pd.DataFrame:
-    """CUDA/HIP runtime and driver calls: rank, tid, start, end, dur, correlation, api."""
-    rt = events.loc[events["cat"].isin(RUNTIME_CATS)]
-    out = pd.DataFrame(
-        {
-            "rank": rt["rank"].to_numpy(np.int64),
-            "tid": rt["tid"].to_numpy(np.int64),
-            "start": rt["ts"].to_numpy(np.int64),
-            "dur": rt["dur"].to_numpy(np.int64),
-            "correlation": rt["correlation"].to_numpy(np.int64),
-            "api": api_name(rt["name"]).to_numpy(),
-        }
-    )
-    out["end"] = out["start"] + out["dur"]
-    return out
-
-
-def step_windows(events: pd.DataFrame) -> pd.DataFrame:
-    """``ProfilerStep#N`` CPU windows: rank, iteration (N), start, end, sorted."""
-    is_step = _per_category(events["name"], lambda s: s.str.startswith(STEP_PREFIX))
-    m = is_step.astype(bool) & events["cat"].isin(("user_annotation", "cpu_op")).to_numpy()
-    st = events.loc[m]
-    names = st["name"].astype(str)
-    it = pd.to_numeric(names.str.slice(len(STEP_PREFIX)), errors="coerce")
-    out = pd.DataFrame(
-        {
-            "rank": st["rank"].to_numpy(np.int64),
-            "iteration": it.to_numpy(),
-            "start": st["ts"].to_numpy(np.int64),
-            "end": (st["ts"] + st["dur"]).to_numpy(np.int64),
-        }
-    )
-    out = out.dropna(subset=["iteration"]).astype({"iteration": np.int64})
-    # a step seen twice (user_annotation and cpu_op) is one window
-    out = out.drop_duplicates(["rank", "iteration"])
-    return out.sort_values(["start", "rank"], kind="stable").reset_index(drop=True)
-
-
-def assign_iteration(rank: np.ndarray, t: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
-    """Iteration whose step window [start, end) holds host time ``t`` on ``rank``; -1 if none."""
-    n = len(t)
-    if n == 0 or steps.empty:
-        return np.full(n, -1, dtype=np.int64)
-    q = pd.DataFrame({"rank": np.asarray(rank, np.int64), "t": np.asarray(t, np.int64)})
-    q["_i"] = np.arange(n)
-    q = q.sort_values("t", kind="stable")
-    # nullable ints: a missing match must not turn absolute ns into float64
-    right = steps.rename(columns={"start": "t"}).astype({"end": "Int64", "iteration": "Int64"})
-    m = pd.merge_asof(q, right, on="t", by="rank", direction="backward")
-    end = m["end"].fillna(-1).to_numpy(np.int64)
-    ok = m["t"].to_numpy(np.int64) < end
-    it = np.where(ok, m["iteration"].fillna(-1).to_numpy(np.int64), -1)
-    out = np.empty(n, dtype=np.int64)
-    out[m["_i"].to_numpy()] = it
-    return out
-
-
-def dense_key(*cols: np.ndarray) -> np.ndarray:
-    """Dense int64 ids (0..G-1) for tuples of integer columns (one sort, no MultiIndex)."""
-    if len(cols[0]) == 0:
-        return np.empty(0, dtype=np.int64)
-    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1)
-    return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
-
-
-def innermost_annotation(
-    events: pd.DataFrame, rank: np.ndarray, tid: np.ndarray, t: np.ndarray
-) -> np.ndarray:
-    """Name of the innermost ``user_annotation`` (record_function) open at host time ``t``
-    on thread (rank, tid), skipping step windows and collective-level ranges (the same
-    rule as the intervals' ``op``); "(none)" where none is open."""
-    n = len(t)
-    out = np.full(n, NO_OP, dtype=object)
-    not_op = _per_category(events["name"], lambda s: s.str.match(_NOT_AN_OP)).astype(bool)
-    m = (events["cat"] == "user_annotation").to_numpy() & ~not_op
-    if n == 0 or not m.any():
-        return out
-    ann = events.loc[m]
-    ar = ann["rank"].to_numpy(np.int64)
-    at = ann["tid"].to_numpy(np.int64)
-    key = dense_key(
-        np.concatenate([ar, np.asarray(rank, np.int64)]),
-        np.concatenate([at, np.asarray(tid, np.int64)]),
-    )
-    s = ann["ts"].to_numpy(np.int64)
-    j = innermost_containing(
-        key[: len(ann)], s, s + ann["dur"].to_numpy(np.int64), key[len(ann) :],
-        np.asarray(t, np.int64),
-    )  # fmt: skip
-    op = ann["name"].astype(str).to_numpy(dtype=object)
-    out[j >= 0] = op[j[j >= 0]]
-    return out
-
-
-def iteration_walls(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, iteration >= 0): wall_ns = last device end - first device start."""
-    iv = intervals.loc[intervals["iteration"] >= 0]
-    g = iv.groupby(["rank", "iteration"], observed=True, sort=True)
-    w = g.agg(first=("start", "min"), last=("end", "max")).reset_index()
-    w["wall_ns"] = (w["last"] - w["first"]).astype(np.int64)
-    w["rank"] = w["rank"].astype(np.int64)
-    w["iteration"] = w["iteration"].astype(np.int64)
-    return w[["rank", "iteration", "wall_ns"]]
-
-
-def pct(values: np.ndarray | pd.Series, q: float) -> float | None:
-    """Percentile with numpy's default (linear) interpolation; None when empty."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 0:
-        return None
-    return float(np.percentile(v, q))
-
-
-def stats_ns(values: np.ndarray | pd.Series) -> dict:
-    """count, total_ns, p50_ns, p95_ns of a set of ns durations."""
-    v = np.asarray(values, dtype=np.int64)
-    return {
-        "count": int(v.size),
-        "total_ns": int(v.sum()),
-        "p50_ns": pct(v, 50),
-        "p95_ns": pct(v, 95),
-    }
-
-
-def grouped_stats(df: pd.DataFrame, keys: list[str], col: str, prefix: str) -> pd.DataFrame:
-    """Per group: n, total, p50, p95 of ``col`` (linear interpolation, as :func:`pct`)."""
-    g = df.groupby(keys, observed=True, sort=True)[col]
-    out = g.agg(["count", "sum"]).rename(
-        columns={"count": f"n_{prefix}", "sum": f"{prefix}_total_ns"}
-    )
-    qs = g.quantile([0.5, 0.95]).unstack()
-    out[f"{prefix}_p50_ns"] = qs[0.5].astype(np.float64)
-    out[f"{prefix}_p95_ns"] = qs[0.95].astype(np.float64)
-    return out.reset_index()
-
-
-def prev_end_on_stream(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Intervals sorted by (rank, device, stream, start) with ``prev_end`` = the latest end
-    of the earlier intervals on the same stream (-1 for the first) and ``prev_iteration``."""
-    iv = intervals.sort_values(["rank", "device", "stream", "start"], kind="stable")
-    iv = iv.reset_index(drop=True)
-    keys = [iv["rank"], iv["device"], iv["stream"]]
-    run_end = iv.groupby(keys, observed=True, sort=False)["end"].cummax()
-    prev = run_end.groupby(keys, observed=True, sort=False).shift(1, fill_value=-1)
-    iv["prev_end"] = prev.astype(np.int64)
-    prev_it = iv.groupby(keys, observed=True, sort=False)["iteration"].shift(1, fill_value=-2)
-    iv["prev_iteration"] = prev_it.astype(np.int64)
-    return iv
 
 
 # --- edges ---------------------------------------------------------------------------
@@ -389,14 +222,16 @@ def _empty_edges() -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def switch_edges(events: pd.DataFrame, intervals: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def switch_edges(
+    events: pd.DataFrame, intervals: pd.DataFrame, *, calls: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, str]:
     """Cross-stream dependency edges with producer/consumer and ``switch_gap_ns``.
 
     Returns (edges, source) where source is "cuda_sync", "runtime_calls" (fallback) or
     "none". Edge columns: :data:`EDGE_COLUMNS`; ``producer``/``consumer`` are -1 when
     not found, and then ``switch_gap_ns`` is -1 (undefined, excluded from statistics).
     """
-    calls = runtime_calls(events)
+    calls = runtime_calls(events) if calls is None else calls
     iv = _interval_table(intervals)
     sync = events.loc[(events["cat"] == "cuda_sync") & (events["name"] == "Stream Wait Event")]
     if len(sync):
@@ -454,15 +289,16 @@ def summarize_switches(
     events: pd.DataFrame,
     intervals: pd.DataFrame,
     *,
-    steps: pd.DataFrame,
     walls: pd.DataFrame,
     switch_gap_share: float,
     top_n: int,
-) -> tuple[dict, list[str]]:
-    """The "stream_switches" section (plain Python values) and notes on what is missing."""
+    ctx: Context | None = None,
+) -> tuple[StreamSwitches, list[Note]]:
+    """The "stream_switches" section and notes on what is missing."""
     notes: list[str] = []
-    edges, source = switch_edges(events, intervals)
-    calls = runtime_calls(events)
+    ctx = context(events) if ctx is None else ctx
+    calls = ctx.calls
+    edges, source = switch_edges(events, intervals, calls=calls)
     if source == "runtime_calls":
         notes.append(
             "stream switches: the trace has no cuda_sync 'Stream Wait Event' events; fell "
@@ -486,10 +322,9 @@ def summarize_switches(
     # iteration of edges without a consumer: the step holding the wait call
     no_it = edges["iteration"].to_numpy(np.int64) < 0 if len(edges) else np.zeros(0, bool)
     if no_it.any():
-        it = assign_iteration(
+        it = ctx.iteration_at(
             edges.loc[no_it, "rank"].to_numpy(np.int64),
             edges.loc[no_it, "wait_start"].to_numpy(np.int64),
-            steps,
         )
         edges.loc[no_it, "iteration"] = it
     matched = edges.loc[edges["switch_gap_ns"] >= 0] if len(edges) else edges
@@ -515,14 +350,15 @@ def summarize_switches(
 
     # host-side costs: event record/wait calls, and blocking syncs (flagged separately)
     sw_calls = calls.loc[calls["api"].isin(RECORD_CALLS + WAIT_CALLS)].copy()
-    sw_calls["iteration"] = assign_iteration(
-        sw_calls["rank"].to_numpy(), sw_calls["start"].to_numpy(), steps
+    sw_calls["iteration"] = ctx.iteration_at(
+        sw_calls["rank"].to_numpy(), sw_calls["start"].to_numpy()
     )
     blk = calls.loc[calls["api"].isin(BLOCKING_CALLS)].copy()
-    blk["iteration"] = assign_iteration(blk["rank"].to_numpy(), blk["start"].to_numpy(), steps)
-    blk["op"] = innermost_annotation(
-        events, blk["rank"].to_numpy(), blk["tid"].to_numpy(), blk["start"].to_numpy()
-    )
+    blk["iteration"] = ctx.iteration_at(blk["rank"].to_numpy(), blk["start"].to_numpy())
+    blk["op"] = ctx.op_at(
+        blk["rank"].to_numpy(), blk["pid"].to_numpy(), blk["tid"].to_numpy(),
+        blk["start"].to_numpy(),
+    )  # fmt: skip
 
     # per (rank, iteration)
     keys = ["rank", "iteration"]
@@ -610,4 +446,4 @@ def summarize_switches(
         "worst_stream_pair": worst[0] if worst else None,
         "blocking_syncs": blocking.head(top_n).to_dict("records"),
     }
-    return section, notes
+    return StreamSwitches.of(section), tagged(notes, "stream_switches")

@@ -11,60 +11,39 @@ memory work is not hidden.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from domino_prof.analysis.intervals import merge
 
 PARTS: tuple[str, ...] = ("compute", "comm_hidden", "comm_exposed", "memory")
 _LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
 
 
-def _split_against(
-    s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Cut each [s, e) at the boundaries of the disjoint sorted union (us, ue).
-
-    Returns (owner index, piece start, piece end, piece inside union?)."""
-    if len(us) == 0:  # nothing to be hidden behind: every interval is one piece, outside
-        return np.arange(len(s)), s, e, np.zeros(len(s), dtype=bool)
-    bounds = np.concatenate([us, ue])
-    bounds.sort(kind="stable")
-    lo = np.searchsorted(bounds, s, side="right")
-    hi = np.searchsorted(bounds, e, side="left")
-    n_inner = np.maximum(hi - lo, 0)
-    n_pieces = n_inner + 1
-    owner = np.repeat(np.arange(len(s)), n_pieces)
-    first = np.r_[0, np.cumsum(n_pieces)[:-1]]
-    k = np.arange(len(owner)) - np.repeat(first, n_pieces)  # piece number within its owner
-    # piece k of owner i spans [cut_{k}, cut_{k+1}) with cut_0 = s_i, cut_{m} = e_i
-    cut_idx = np.repeat(lo, n_pieces) + k - 1
-    is_first = k == 0
-    is_last = k == np.repeat(n_pieces, n_pieces) - 1
-    last = len(bounds) - 1
-    p_start = np.where(is_first, s[owner], bounds[np.clip(cut_idx, 0, last)])
-    p_end = np.where(is_last, e[owner], bounds[np.clip(cut_idx + 1, 0, last)])
-    # a piece never straddles a union boundary: it is inside iff its start is
-    j = np.searchsorted(us, p_start, side="right") - 1
-    inside = (j >= 0) & (p_start < ue[np.clip(j, 0, len(ue) - 1)])
-    keep = p_end > p_start
-    return owner[keep], p_start[keep], p_end[keep], inside[keep]
-
-
 def split_hidden_exposed(
-    intervals: pd.DataFrame, *, rank: int | None = None, iteration: int | None = None
+    intervals: pd.DataFrame,
+    *,
+    reference: Any = None,
+    rank: int | None = None,
+    iteration: int | None = None,
 ) -> pd.DataFrame:
     """Device intervals as drawable pieces: compute, memory, and every comm interval
     cut into its hidden and exposed sub-intervals.
 
-    ``rank`` / ``iteration`` select rows first (None = all). Columns of the result:
-    ``rank, stream, start, end`` (int64 ns), ``part`` (one of :data:`PARTS`),
+    ``reference``: the analysis' compute reference (``Analysis.reference``: merged
+    compute per (rank, device), any step's); None takes the compute rows of
+    ``intervals`` per (rank, device). Comm is cut by ``overlap.ComputeReference.pieces``,
+    the routine behind every hidden figure, so the hidden pieces of a comm interval sum
+    to its ``hidden_ns``. ``rank`` / ``iteration`` select rows to draw (None = all);
+    compute of other steps still hides a selected comm interval, as in the numbers.
+    Columns: ``rank, stream, start, end`` (int64 ns), ``part`` (one of :data:`PARTS`),
     ``name``, ``op`` (str), ``src`` (row position in the selected ``intervals``).
-    Sum of comm_hidden piece lengths per rank == hidden comm of METRICS.md when the
-    comm intervals of a rank do not overlap each other.
     """
+    from domino_prof.analysis.overlap import ComputeReference
+
     cols = ["rank", "stream", "start", "end", "part", "name", "op", "src"]
+    if reference is None:
+        reference = ComputeReference.of_intervals(intervals)
     df = intervals
     if rank is not None:
         df = df[df["rank"] == rank]
@@ -76,28 +55,27 @@ def split_hidden_exposed(
         )
     df = df.reset_index(drop=True)
     kind = df["kind"].astype(str).to_numpy()
-    ranks = df["rank"].to_numpy()
     starts = df["start"].to_numpy(np.int64)
     ends = df["end"].to_numpy(np.int64)
-    out = []
     plain = np.flatnonzero(kind != "comm")
-    out.append(pd.DataFrame({
-        "src": plain, "start": starts[plain], "end": ends[plain],
-        "part": np.where(kind[plain] == "compute", "compute", "memory"),
-    }))  # fmt: skip
-    for r in np.unique(ranks):
-        on_rank = ranks == r
-        comp = np.flatnonzero(on_rank & (kind == "compute"))
-        comm = np.flatnonzero(on_rank & (kind == "comm"))
-        if len(comm) == 0:
-            continue
-        us, ue = merge(starts[comp], ends[comp])
-        owner, ps, pe, inside = _split_against(starts[comm], ends[comm], us, ue)
-        out.append(pd.DataFrame({
-            "src": comm[owner], "start": ps, "end": pe,
-            "part": np.where(inside, "comm_hidden", "comm_exposed"),
-        }))  # fmt: skip
-    res = pd.concat(out, ignore_index=True)
+    comm = np.flatnonzero(kind == "comm")
+    owner, ps, pe, inside = reference.pieces(
+        df["rank"].to_numpy(np.int64)[comm], df["device"].to_numpy(np.int64)[comm],
+        starts[comm], ends[comm],
+    )  # fmt: skip
+    res = pd.concat(
+        [
+            pd.DataFrame({
+                "src": plain, "start": starts[plain], "end": ends[plain],
+                "part": np.where(kind[plain] == "compute", "compute", "memory"),
+            }),
+            pd.DataFrame({
+                "src": comm[owner], "start": ps, "end": pe,
+                "part": np.where(inside, "comm_hidden", "comm_exposed"),
+            }),
+        ],
+        ignore_index=True,
+    )  # fmt: skip
     src = res["src"].to_numpy()
     res["rank"] = df["rank"].to_numpy(np.int64)[src]
     res["stream"] = df["stream"].to_numpy(np.int64)[src]
@@ -244,8 +222,12 @@ def compare_ops(
     b_ranks: int,
 ) -> pd.DataFrame:
     """Per-op exposed and hidden comm per step and rank (ns; sums / ranks / steps; a
-    count of 0 is taken as 1), for A and B, outer-joined on op name, with
-    ``delta_exposed_ns = b - a``. Sorted by |delta|, largest first."""
+    count of 0 is taken as 1), for A and B, outer-joined on op name, with ``in_a`` /
+    ``in_b`` (the op launched comm on that side) and ``delta_exposed_ns = b - a``. An op
+    seen on one side only has NaN on the other side and as its delta: it is missing
+    there, not 0 (op names often differ between schedules, e.g. micro-batch suffixes).
+    Ops on both sides come first, by |delta| (largest first), then the one-sided ops
+    by their exposed comm."""
 
     def per_step(by_op: pd.DataFrame | None, steps: int, ranks: int) -> pd.DataFrame:
         t = op_table(by_op)
@@ -256,15 +238,18 @@ def compare_ops(
                 "exposed": t["exposed_ns"] / k,
                 "comm": t["comm_ns"] / k,
                 "hidden_pct": t["hidden_pct"],
+                "in": True,
             }
         )
 
     a = per_step(a_by_op, a_steps, a_ranks)
     b = per_step(b_by_op, b_steps, b_ranks)
     m = a.merge(b, on="op", how="outer", suffixes=("_a", "_b"))
-    for c in ("exposed_a", "exposed_b", "comm_a", "comm_b"):
-        m[c] = m[c].fillna(0.0)
-    m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]
+    m["in_a"] = m["in_a"].notna().to_numpy()
+    m["in_b"] = m["in_b"].notna().to_numpy()
+    for c in ("exposed_a", "exposed_b", "comm_a", "comm_b", "hidden_pct_a", "hidden_pct_b"):
+        m[c] = m[c].astype(np.float64)
+    m["delta_exposed_ns"] = m["exposed_b"] - m["exposed_a"]  # NaN when one side lacks it
     m = m.rename(
         columns={
             "exposed_a": "exposed_ns_a",
@@ -273,7 +258,13 @@ def compare_ops(
             "comm_b": "comm_ns_b",
         }
     )
-    order = np.argsort(-np.abs(m["delta_exposed_ns"].to_numpy()), kind="stable")
+    both = (m["in_a"] & m["in_b"]).to_numpy()
+    size = np.where(
+        both,
+        np.abs(m["delta_exposed_ns"].to_numpy()),
+        np.fmax(m["exposed_ns_a"].to_numpy(), m["exposed_ns_b"].to_numpy()),
+    )
+    order = np.lexsort((-np.nan_to_num(size, nan=0.0), ~both))
     return m.iloc[order].reset_index(drop=True)
 
 

@@ -1,4 +1,5 @@
-"""What every command shares: turning known errors into one stderr line + exit code."""
+"""What every command shares: known errors as one stderr line + exit code, notes on
+stderr, outputs written all or nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TypeVar
 
 import typer
 
-from domino_prof.errors import ConfigError, DominoProfError
+from domino_prof.errors import ConfigError, DominoProfError, message, render_text
 
 F = TypeVar("F", bound=Callable)
 
@@ -31,11 +32,17 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except DominoProfError as e:
-            raise fail(str(e), e.exit_code) from None
+            raise fail(message(e, cli=True), e.exit_code) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_notes(notes: list[str], *, prefix: str = "") -> None:
+    """Notes for the reader, one ``note:`` line each on stderr (options as flags)."""
+    for n in notes:
+        print(f"{prefix}note: {render_text(n, cli=True)}", file=sys.stderr)
 
 
 def write_outputs(

@@ -1,12 +1,17 @@
 """The ranked findings of ``analysis.overheads`` as a rich table (printed by `analyze`).
 
-Rendering only: every number comes from the overheads dict; nothing is computed here.
+Rendering only: every number comes from the typed overheads
+(``analysis.results``: ``Overheads.findings``); nothing is computed here.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.table import Table
+
+from domino_prof.analysis.results import Overheads, Where
 
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
 
@@ -18,9 +23,9 @@ def _fmt_num(x: float | None, unit: str = "") -> str:
     return f"{s} {unit}".strip()
 
 
-def format_where(where: dict | None) -> str:
+def format_where(where: Any) -> str:
     """'rank 0 · stream 7->13 · op fwd.mlp · iter 1', skipping the parts that are None."""
-    w = where or {}
+    w = where.to_json() if isinstance(where, Where) else (where or {})
     parts = []
     for key, label in (("rank", "rank"), ("stream", "stream"), ("op", "op"),
                        ("iteration", "iter")):  # fmt: skip
@@ -29,7 +34,7 @@ def format_where(where: dict | None) -> str:
     return " · ".join(parts) or "-"
 
 
-def findings_table(overheads: dict) -> Table:
+def findings_table(overheads: Any) -> Table:
     """Severity, the number, where, the suggested fix and the estimated gain per step.
 
     Where and fix sit under each finding's title (dim), so the table stays readable in
@@ -40,21 +45,20 @@ def findings_table(overheads: dict) -> Table:
     table.add_column("finding · where · fix", ratio=1, min_width=30)
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("gain\nms/step", justify="right", no_wrap=True)
-    findings = (overheads or {}).get("findings") or []
-    for i, f in enumerate(findings, 1):
-        sev = f.get("severity", "low")
+    ov = overheads if isinstance(overheads, Overheads) else Overheads.of(overheads)
+    for i, f in enumerate(ov.findings, 1):
         text = (
-            f"[bold]{escape(f.get('title', ''))}[/]\n"
-            f"[dim]{escape(format_where(f.get('where')))}[/]\n"
-            f"fix: {escape(f.get('fix', ''))}"
+            f"[bold]{escape(f.title)}[/]\n"
+            f"[dim]{escape(format_where(f.where))}[/]\n"
+            f"fix: {escape(f.fix)}"
         )
         table.add_row(
             str(i),
-            f"[{_STYLE.get(sev, '')}]{sev}[/]",
+            f"[{_STYLE.get(f.severity, '')}]{f.severity}[/]",
             text,
-            _fmt_num(f.get("value"), f.get("unit", "")),
-            _fmt_num(f.get("est_gain_ms_per_step")),
+            _fmt_num(f.value, f.unit),
+            _fmt_num(f.est_gain_ms_per_step),
         )
-    if not findings:
+    if not ov.findings:
         table.add_row("", "", "no overhead above its threshold", "", "")
     return table

@@ -1,9 +1,11 @@
 """`domino-prof analyze PATH`: exact comm/compute overlap of a Kineto trace.
 
 Prints a summary a person reads in ten seconds (headline, per-rank table, top exposed
-op names, findings) and optionally writes the versioned JSON document (``--json``) and
-the HTML report (``--html``). Every number comes from ``domino_prof.analysis``; this
-module only parses flags and formats.
+op names, findings) and optionally writes the versioned JSON document and the HTML
+report (``-o FILE.json`` / ``-o FILE.html``). PATH takes every form (``domino_prof.runs``):
+of a run directory it analyses one mode (``--mode``, else ``domino``) after the run's
+comparison of modes. Every number comes from ``domino_prof.analysis``; this module only
+parses flags and formats.
 """
 
 from __future__ import annotations
@@ -18,7 +20,20 @@ from typing import Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import user_errors, write_outputs
+from domino_prof.commands._common import print_notes, user_errors, write_outputs
+from domino_prof.commands._options import (
+    CommPatternOnlyOpt,
+    CommPatternOpt,
+    MemcpyAsCommOpt,
+    PathArg,
+    RankOpt,
+    Reading,
+    SkipBadOpt,
+    ThresholdOpt,
+    guess_format,
+    mode_option,
+    parse_thresholds,
+)
 from domino_prof.errors import ConfigError
 
 NA = "n/a"
@@ -30,26 +45,6 @@ class By(str, Enum):
     iteration = "iteration"
     collective = "collective"
     phase = "phase"
-
-
-def parse_thresholds(items: list[str] | None) -> dict[str, float]:
-    """``KEY=VALUE`` strings -> dict; the overheads module validates keys and values."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--threshold {item!r} is not KEY=VALUE; e.g. --threshold top_n=5")
-        try:
-            out[key] = float(value)
-        except ValueError:
-            raise ConfigError(
-                f"--threshold {item!r}: {value!r} is not a number; give KEY=NUMBER"
-            ) from None
-    from domino_prof.analysis.overheads import resolve_thresholds
-
-    resolve_thresholds(out)  # fail before a long load on a bad key or value
-    return out
 
 
 # --------------------------------------------------------------------------- formatting
@@ -88,7 +83,11 @@ def headline(a) -> str:
         if t["exposed_ms_per_step"] is not None
         else "exposed comm per step n/a (no ProfilerStep#N windows)"
     )
-    step = f"step {ms_value(t['step_ms'])} ms" if t["step_ms"] is not None else "step n/a"
+    step = (
+        f"profiled step {ms_value(t['step_ms'])} ms"
+        if t["step_ms"] is not None
+        else "profiled step n/a"
+    )
     return (
         f"hidden comm {pct(t['hidden_pct'])} | {per_step} | {step}\n"
         f"{t['n_ranks']} rank(s), {t['n_iterations']} iteration(s) | "
@@ -197,19 +196,21 @@ def by_table(a, by: By):
     return t
 
 
-def findings_renderable(overheads: dict | None):
-    if not overheads or not overheads.get("findings"):
+def findings_renderable(overheads):
+    if overheads is None or not overheads.get("findings"):
         return None
     from domino_prof.commands._findings import findings_table
 
     return findings_table(overheads)
 
 
-def print_summary(a, *, by: By | None, top: int, console=None) -> None:
+def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = console or Console()
-    console.print(f"[bold]domino-prof analyze[/bold] {a.source}")
+    what = f" (mode {escape(mode)})" if mode else ""
+    console.print(f"[bold]domino-prof analyze[/bold] {escape(a.source)}{what}")
     console.print(headline(a), soft_wrap=True, highlight=False)
     console.print(comm_sources_line(a), soft_wrap=True, highlight=False, markup=False)
     console.print(rank_table(a, top=top))
@@ -222,104 +223,109 @@ def print_summary(a, *, by: By | None, top: int, console=None) -> None:
     if f is not None:
         console.print(f)
     for note in a.notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+        if getattr(note, "topic", "") != "skipped":  # on stderr, as every command says it
+            console.print(f"note: {note}", highlight=False, markup=False)
 
 
 # --------------------------------------------------------------------------- command
+_FORMATS = {".json": "json", ".json.gz": "json", ".html": "html", ".htm": "html"}
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
     def analyze(
-        path: Annotated[
-            Path,
-            typer.Argument(
-                help="Trace file (.json/.json.gz) or directory of per-rank traces.",
-                show_default=False,
-            ),
-        ],
-        json_out: Annotated[
-            Path | None,
+        path: PathArg,
+        output: Annotated[
+            list[Path] | None,
             typer.Option(
-                "--json",
-                help="Write the versioned JSON document here ('-' for stdout, no summary).",
+                "-o",
+                "--output",
+                metavar="FILE",
+                help="Write the result, repeatable: *.json the versioned JSON document, "
+                "*.html the report; '-' the JSON on stdout (no summary).",
             ),
         ] = None,
-        comm_pattern: Annotated[
-            str | None,
-            typer.Option(
-                help="Extra regex (re.search, "
-                "case-insensitive) for comm kernels, OR-ed with the default "
-                "(NCCL/RCCL, symmetric memory, NVSHMEM, DeepEP, userbuffers; docs/METRICS.md)."
-            ),
-        ] = None,
-        comm_pattern_only: Annotated[
-            bool,
-            typer.Option(
-                "--comm-pattern-only",
-                help="Use --comm-pattern instead of the default pattern, not in addition.",
-            ),
-        ] = False,
-        memcpy_as_comm: Annotated[
-            bool,
-            typer.Option(
-                "--memcpy-as-comm",
-                help="Also count same-device DtoD copies as comm (e.g. async-TP copies from "
-                "peer buffers); copies between devices are comm anyway.",
-            ),
-        ] = False,
+        mode: Annotated[str | None, mode_option("its only mode, else domino")] = None,
         by: Annotated[
             str | None,
             typer.Option(
-                help="Also print one breakdown table: stream, op, iteration, collective or phase."
+                metavar="KEY",
+                help="Also print one breakdown table: stream, op, iteration, collective or phase.",
             ),
         ] = None,
-        rank: Annotated[
-            int | None,
-            typer.Option(help="Rank of a single trace file that lacks distributedInfo.rank."),
-        ] = None,
-        skip_bad: Annotated[
-            bool,
-            typer.Option(
-                "--skip-bad",
-                help="In a directory, skip unreadable rank "
-                "files (named in the notes) and analyse the rest.",
-            ),
-        ] = False,
-        html: Annotated[Path | None, typer.Option(help="Write the HTML report here.")] = None,
         top: Annotated[int, typer.Option(help="Rows in the top-N tables (>= 1).")] = 5,
-        threshold: Annotated[
-            list[str] | None, typer.Option(help="Findings threshold KEY=VALUE (repeatable).")
+        comm_pattern: CommPatternOpt = None,
+        comm_pattern_only: CommPatternOnlyOpt = False,
+        memcpy_as_comm: MemcpyAsCommOpt = False,
+        rank: RankOpt = None,
+        skip_bad: SkipBadOpt = False,
+        threshold: ThresholdOpt = None,
+        json_out: Annotated[
+            Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
+        ] = None,
+        html: Annotated[
+            Path | None, typer.Option("--html", hidden=True, help="Same as -o FILE.html.")
         ] = None,
     ) -> None:
-        """Exact comm/compute overlap per rank, stream, op, phase and iteration."""
-        from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
-        from domino_prof.analysis import analyze as run_analysis
-        from domino_prof.trace import load_trace
+        """Exact comm/compute overlap per rank, stream, op and step.
+
+        Also per phase, iteration and collective (--by), with the overheads beyond
+        overlap (stream switches, launches, cross-rank waits) as ranked findings."""
+        from domino_prof.gate import skipped_notes
+        from domino_prof.runs import resolve
 
         by_choice = _parse_by(by)
         if top < 1:
             raise ConfigError(f"--top {top}: give a number of rows >= 1")
-        config = AnalysisConfig(
-            comm_pattern=combine_comm_pattern(comm_pattern, replace=comm_pattern_only),
-            memcpy_as_comm=memcpy_as_comm,
-            overhead_thresholds=parse_thresholds(threshold),
-        )
-        report = _import_report() if html is not None else None  # before a long load
-        trace = load_trace(path, rank=rank, skip_bad=skip_bad)
-        a = run_analysis(trace, config)
+        json_path, html_path = json_out, html
+        for p in output or []:
+            fmt = "json" if str(p) == "-" else guess_format(p, _FORMATS)
+            if fmt == "json":
+                json_path = _one(json_path, p, "JSON")
+            else:
+                html_path = _one(html_path, p, "HTML")
+        reading = Reading(
+            rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
+            comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
+            thresholds=parse_thresholds(threshold),
+        )  # fmt: skip
+        config = reading.config()
+        report = _import_report() if html_path is not None else None  # before a long load
+        target = resolve(path)
+        (m,), notes = target.select(mode, default="one", verb="analysing")
+        to_stdout = json_path is not None and str(json_path) == "-"
+        print_notes(notes)
+        a = reading.analyse(target.modes[m], config)
+        print_notes(skipped_notes(a))
+        run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
-        if json_out is not None and str(json_out) == "-":
+        if to_stdout:
             sys.stdout.write(json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
         else:
-            print_summary(a, by=by_choice, top=top)
-            if json_out is not None:
+            if target.is_run_dir and len(target.modes) > 1:
+                from domino_prof.commands._format import modes_table
+
+                print_modes = modes_table(run)
+                if print_modes is not None:
+                    from rich.console import Console
+
+                    Console().print(print_modes)
+            print_summary(a, by=by_choice, top=top, mode=m)
+            if json_path is not None:
                 outputs.append(
-                    (json_out, json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
+                    (json_path, json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
                 )
         if report is not None:
-            outputs.append((html, report.render_report(a)))
-        # all or nothing: a failed --html leaves no --json that looks complete
+            outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
+        # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
+
+
+def _one(given: Path | None, new: Path, what: str) -> Path:
+    if given is not None and given != new:
+        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
+    return new
 
 
 def _parse_by(by: str | None) -> By | None:
@@ -337,6 +343,6 @@ def _import_report():
         return importlib.import_module("domino_prof.report")
     except ModuleNotFoundError as e:  # plotly missing on a minimal install
         raise ConfigError(
-            f"--html needs the report dependencies ({e.name} is missing); "
+            f"an HTML output needs the report dependencies ({e.name} is missing); "
             "pip install 'domino-prof' with plotly"
         ) from None

@@ -58,41 +58,14 @@ def _check_out(out: Path) -> None:
 
 def print_comparison(run: dict) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    def f(v, fmt):
-        return "n/a" if v is None else format(v, fmt)
+    from domino_prof.commands._format import NOCOMM_NOTE, modes_table
 
-    t = Table(
-        title=f"{run['config']['model']['name']}  tp {run['config']['tp']}  "
-        f"seq {run['config']['seq']}  mbs {run['config']['mbs']}"
-    )
-    rows = run["comparison"]
-    mem = any(r.get("peak_mem_gb") is not None for r in rows)  # CUDA runs only
-    mfu = any(r.get("mfu") is not None for r in rows)
-    cols = ["mode", "step ms", "issue ms"] + (["peak GB"] if mem else []) + ["tokens/s"]
-    cols += (["MFU"] if mfu else []) + ["hidden %", "speedup vs tp", "frac of nocomm"]
-    for col in cols:
-        t.add_column(col, justify="left" if col == "mode" else "right")
-    for r in rows:
-        cells = [r["mode"], f(r["step_ms"], ".2f"), f(r.get("issue_ms"), ".2f")]
-        if mem:
-            cells.append(f(r.get("peak_mem_gb"), ".1f"))
-        cells.append(f(r["tokens_per_s"], ",.0f"))
-        if mfu:
-            cells.append(f(r["mfu"] and 100 * r["mfu"], ".1f"))
-        cells += [
-            f(r["hidden_pct"], ".1f"),
-            f(r["speedup_vs_tp"], ".3f"),
-            f(r["frac_of_nocomm"], ".3f"),
-        ]
-        t.add_row(*cells)
-    Console().print(t)
+    t = modes_table(run)
+    if t is not None:
+        Console().print(t)
     if "nocomm" in run["modes"]:
-        Console(stderr=True).print(
-            "[dim]nocomm skips every TP collective: its losses are "
-            "meaningless; it is a throughput upper bound only.[/dim]"
-        )
+        Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
 
 
 def register(app: typer.Typer) -> None:
@@ -106,8 +79,9 @@ def register(app: typer.Typer) -> None:
             help="tiny, llama3-1b, llama3-3b, llama3-8b (auto: tiny on CPU, llama3-3b on CUDA).",
         ),
         mode: Mode = typer.Option(
-            Mode.domino,
-            help="domino, tp, nocomm, sp, domino-sp, or all (back to back, one process group).",
+            Mode.all,
+            help="tp, nocomm, domino, sp, domino-sp, or all of them back to back in one "
+            "process group.",
         ),
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
         mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
@@ -121,7 +95,14 @@ def register(app: typer.Typer) -> None:
             None,
             help="Token file (.npy ints or .bin uint16); default: synthetic deterministic tokens.",
         ),
-        out: Path = typer.Option(None, help="Run directory (default runs/<time>-<model>-tp<N>)."),
+        out: Path = typer.Option(
+            None,
+            "-o",
+            "--output",
+            "--out",
+            metavar="DIR",
+            help="Run directory to write [default: runs/<time>-<model>-tp<N>].",
+        ),
         timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
         seed: int = typer.Option(1234),
         cuda_graphs: bool = typer.Option(
@@ -141,11 +122,14 @@ def register(app: typer.Typer) -> None:
             "node without plotly) and print its table.",
         ),
     ) -> None:
-        """Train the reference TP Llama a few profiled steps per mode; write a run dir."""
-        from domino_prof.reference_model import launcher
+        """Train the reference TP Llama, profiled; write a run directory.
+
+        A few warm-up, timed and profiled steps per mode; then the traces, run.json,
+        each mode's analysis and report.html."""
+        from domino_prof import runs
 
         if reanalyze is not None:
-            result = launcher.refresh(reanalyze)
+            result = runs.refresh(reanalyze)
             print_comparison(result)
             return
         from domino_prof.reference_model.config import RunConfig, preset
@@ -201,8 +185,10 @@ def register(app: typer.Typer) -> None:
             if int(os.environ.get("RANK", "0")) != 0:
                 return
         else:
+            from domino_prof.reference_model import launcher
+
             launcher.spawn_ranks(cfg, out)
-        result = launcher.assemble(cfg, out, analyze=analyze)
+        result = runs.assemble(cfg, out, analyze=analyze)
         print_comparison(result)
         for note in result["notes"]:
             print(f"note: {note}", file=sys.stderr)

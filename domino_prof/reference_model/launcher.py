@@ -1,16 +1,17 @@
-"""Start the TP ranks, watch them, and assemble the run directory.
+"""Start the TP ranks and watch them; nothing else.
 
 Without torchrun, ``domino-prof run`` starts ``tp`` processes itself (each in its
 own session, so Ctrl-C reaches only the launcher, which then ends every rank).
 A rank that exits non-zero ends the run at once (the others are terminated,
 the rank is named with the last line it printed); ranks still running after
 the timeout are killed and named. Under torchrun every process runs the worker
-in place and rank 0 assembles the run directory.
+in place. Assembling the run directory from what the ranks wrote (run.json, the
+analyses, the report) is ``domino_prof.runs``' job: this module never imports the
+trace engine, the analysis or the report.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from domino_prof.errors import ConfigError, RunError
+from domino_prof.errors import RunError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model.config import RunConfig
 
@@ -154,113 +155,3 @@ def _echo_rank0(path: Path, shown: int) -> int:
         if ln.startswith("[domino-prof]"):
             print(ln, file=sys.stderr, flush=True)
     return shown + cut + 1
-
-
-def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
-    """Write run.json (and per-mode analysis.json / report.html when the trace engine
-    and plotly are importable) from what rank 0 left in ``ranks_result.json``."""
-    res_path = out / "ranks_result.json"
-    if not res_path.exists():
-        raise RunError(f"{out}: the ranks finished without writing results; see {out}/logs")
-    res = json.loads(res_path.read_text())
-    run = {
-        "schema": "domino-prof/run",
-        "version": 1,
-        "config": cfg.to_dict(),
-        "versions": res["versions"],
-        "devices": res["devices"],
-        "backend": res["backend"],
-        "modes": res["results"],
-        "notes": [],
-    }
-    _analyse_and_write(out, run, analyze=analyze)
-    res_path.unlink()
-    return run
-
-
-def refresh(out: Path) -> dict:
-    """Re-analyse an existing run directory in place (e.g. one copied back from a GPU
-    node without the analysis dependencies): analysis.json per mode, run.json's
-    hidden % and comparison table, and report.html."""
-    run_path = out / "run.json"
-    if not run_path.is_file():
-        raise ConfigError(
-            f"{out}: no run.json here; point at a directory written by `domino-prof run`"
-        )
-    run = json.loads(run_path.read_text())
-    # drop the previous analysis's notes (also the per-mode "<mode>: traces not analysed")
-    run["notes"] = [
-        n for n in run.get("notes", [])
-        if "traces not analysed" not in n and not n.startswith("no report")
-    ]  # fmt: skip
-    _analyse_and_write(out, run, analyze=True)
-    return run
-
-
-def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
-    """analysis.json per mode (if ``analyze``), the comparison table, report.html and
-    run.json — run.json last, so a run directory with run.json is complete."""
-    analyses = _analyze_modes(out, run) if analyze else {}
-    run["comparison"] = comparison_rows(run["modes"])
-    _write_report(out, run, analyses)
-    atomic_write_json(out / "run.json", run)
-
-
-def _write_report(out: Path, run: dict, analyses: dict) -> None:
-    """report.html for every analysed mode (plotly is a dependency of the analysis
-    side only: a bare GPU node may lack it, and then a note says so)."""
-    if not analyses:
-        return
-    try:
-        from domino_prof.report import write_report
-    except ImportError as e:
-        run["notes"].append(f"no report: {e}")
-        return
-    write_report(analyses, out / "report.html", run=run)
-
-
-def _analyze_modes(out: Path, run: dict) -> dict:
-    try:
-        from domino_prof.analysis import AnalysisConfig, analyze
-        from domino_prof.trace import load_trace
-    except ImportError as e:  # the trace engine is optional for a bare run
-        run["notes"].append(f"traces not analysed: {e}")
-        return {}
-    from domino_prof.errors import DominoProfError
-
-    analyses = {}
-    for mode, r in run["modes"].items():
-        try:
-            a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
-        except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
-            run["notes"].append(f"{mode}: traces not analysed: {e}")
-            r["hidden_pct"] = None
-            continue
-        atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
-        r["analysis"] = f"{r['trace_dir']}/analysis.json"
-        r["hidden_pct"] = a.totals.get("hidden_pct")
-        r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")
-        analyses[mode] = a
-    return analyses
-
-
-def comparison_rows(modes: dict) -> list[dict]:
-    """The side-by-side table: speedup vs tp and fraction of nocomm throughput."""
-    tp = modes.get("tp")
-    nc = modes.get("nocomm")
-    rows = []
-    for mode, r in modes.items():
-        rows.append(
-            {
-                "mode": mode,
-                "step_ms": r["step_ms"],
-                "tokens_per_s": r["tokens_per_s"],
-                "mfu": r.get("mfu"),
-                "hidden_pct": r.get("hidden_pct"),
-                "issue_ms": r.get("issue_ms"),
-                "peak_mem_gb": (r.get("memory") or {}).get("peak_reserved_gb"),
-                "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
-                "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
-            }
-        )
-    return rows

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from domino_prof.analysis import timeline as tl
+from domino_prof.analysis.results import Overheads, Stats, Where
 
 COLORS = {
     "compute": "#4E79A7",
@@ -33,6 +34,8 @@ PART_LABELS = {
     "comm_exposed": "comm, exposed",
     "memory": "memory (copy/set)",
 }
+MODE_REF = "#52606D"  # tp, the reference bar of the mode comparison
+MODE_OTHER = "#9AA5B1"  # every other mode: neutral (green is hidden comm only)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MAX_RECTS_PER_LANE = 1500
 TOP_OPS = 25
@@ -74,6 +77,9 @@ class Section:
 # --- formatting (text only; "n/a" for missing, never NaN) ------------------------
 def _missing(x: object) -> bool:
     return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+MISSING = "—"  # a value one side of a comparison does not have (not 0, not n/a)
 
 
 def fmt(x: object, spec: str = ".1f", unit: str = "") -> str:
@@ -124,18 +130,33 @@ def _n_steps(analysis: Any) -> int:
 # --- headline ----------------------------------------------------------------
 def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") -> Section:
     """Cards: hidden %, exposed comm ms/step, step time (+ speedup vs tp and fraction
-    of nocomm from a multi-mode run.json comparison row)."""
+    of nocomm from a multi-mode run.json comparison row).
+
+    One step time per page: with a run's comparison row the step card is the timed
+    step (median of the timed, unprofiled steps: what the speedups compare) and the
+    profiled steps' device wall is named in its caption; without a run it is the
+    profiled step, labelled so. Green is only for hidden comm."""
     t = _get(analysis, "totals") or {}
     hp = t.get("hidden_pct")
+    n_prof = t.get("n_iterations", 0) or 0
+    profiled = fmt(t.get("step_ms"), ".2f", " ms")
+    timed = (comparison or {}).get("step_ms")
+    if _missing(timed):
+        step = Card("profiled step", profiled, f"device wall, mean over {n_prof} profiled steps")
+    else:
+        step = Card(
+            "timed step",
+            fmt(timed, ".2f", " ms"),
+            f"median of the timed (unprofiled) steps; profiled: {profiled} device wall",
+        )
     cards = [
         Card("comm hidden", fmt(hp, ".1f", " %"),
              "no comm in this trace" if _missing(hp) else
              f"{fmt(_ns_ms(t.get('hidden_ns')), '.2f')} of {fmt(_ns_ms(t.get('comm_ns')), '.2f')} ms comm",
              "" if _missing(hp) else ("good" if hp >= 80 else "bad" if hp < 50 else "")),
         Card("exposed comm / step", fmt(t.get("exposed_ms_per_step"), ".3f", " ms"),
-             "comm not overlapped by compute"),
-        Card("step time", fmt(t.get("step_ms"), ".2f", " ms"),
-             f"mean over {t.get('n_iterations', 0) or 0} profiled steps"),
+             "comm not overlapped by compute (profiled steps)"),
+        step,
     ]  # fmt: skip
     if comparison:
         sp = comparison.get("speedup_vs_tp")
@@ -144,15 +165,16 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
             Card(
                 "speedup vs tp",
                 fmt(sp, ".3f", "×"),
-                "tp step time / this mode's (timed, unprofiled steps)",
-                "" if _missing(sp) else ("good" if sp > 1 else "bad" if sp < 1 else ""),
+                "tp timed step / this mode's" if not _missing(sp) else "tp is not in this run",
             )
         )
         cards.append(
             Card(
-                "of nocomm speed",
-                fmt(None if _missing(fr) else 100 * fr, ".1f", " %"),
-                "nocomm step time / this mode's (100 % = comm is free)",
+                "of nocomm",
+                fmt(fr, ".3f"),
+                "throughput / nocomm's (1.000 = comm is free)"
+                if not _missing(fr)
+                else "nocomm is not in this run",
             )
         )
     ranks = _get(analysis, "ranks") or []
@@ -200,7 +222,9 @@ def step_timeline(
         if not (iv["iteration"] == iteration).any():
             iteration_sel = None
             notes.append(f"Step {iteration} has no device intervals: the whole trace is drawn.")
-    pieces = tl.split_hidden_exposed(iv, iteration=iteration_sel)
+    pieces = tl.split_hidden_exposed(
+        iv, reference=_get(analysis, "reference"), iteration=iteration_sel
+    )
     n_raw = len(pieces)
     pieces, merged = tl.merge_for_display(pieces, max_per_lane=max_per_lane)
     if merged:
@@ -374,22 +398,26 @@ _PALETTE = [
 ]
 
 
-def _ov_part(analysis: Any, key: str, note_prefix: str, what: str) -> dict | Unavailable:
-    """``overheads[key]`` when it was computed, else why not (from the notes)."""
+def _overheads(analysis: Any) -> Overheads | None:
+    """The analysis' typed overheads (a JSON-shaped dict is read as one); None when the
+    overhead analysis did not run."""
     ov = _get(analysis, "overheads")
-    notes = [str(n) for n in (_get(analysis, "notes") or [])]
-    if isinstance(ov, dict):
-        notes += [str(n) for n in ov.get("notes") or []]
-    hits = [n for n in notes if note_prefix in n.split(":", 1)[0].lower()]
-    why = hits[0].split(":", 1)[-1].strip() if hits else ""
-    if not isinstance(ov, dict):
-        why = why or next((n for n in notes if "overhead" in n.lower()), "")
+    if ov is None:
+        return None
+    return ov if isinstance(ov, Overheads) else Overheads.of(ov)
+
+
+def _ov_part(analysis: Any, key: str, what: str) -> Any:
+    """The overhead section ``key`` when it was computed, else an Unavailable saying why
+    (the section's own ``reason``)."""
+    ov = _overheads(analysis)
+    if ov is None:
         return Unavailable(
-            f"{what}: not computed: {why or 'the overhead analysis was not run for this trace.'}"
+            f"{what}: not computed: the overhead analysis was not run for this trace."
         )
-    part = ov.get(key)
-    if not isinstance(part, dict) or not part.get("computed", True):
-        return Unavailable(f"{what}: not computed: {why or 'no result in the overheads.'}")
+    part = getattr(ov, key)
+    if not part.computed:
+        return Unavailable(f"{what}: not computed: {part.reason or 'no result in the overheads.'}")
     return part
 
 
@@ -424,19 +452,19 @@ def switch_gaps(analysis: Any) -> Section:
     """Stream-switch gaps: total device idle by consumer op (top ops of the overheads
     summary), p50/p95 in the hover; the stream pairs in a table."""
     title = "Stream-switch gaps"
-    sw = _ov_part(analysis, "stream_switches", "stream switches", "Stream switches")
+    sw = _ov_part(analysis, "stream_switches", "Stream switches")
     if isinstance(sw, Unavailable):
         return Section("switches", title, "", sw)
-    st = sw.get("switch_gap") or {}
-    by_op = pd.DataFrame(sw.get("by_op") or [])
-    if not st.get("count") or len(by_op) == 0 or "switch_gap_total_ns" not in by_op:
+    st = sw.switch_gap or Stats()
+    by_op = pd.DataFrame(sw.by_op)
+    if not st.count or len(by_op) == 0 or "switch_gap_total_ns" not in by_op:
         return Section(
             "switches",
             title,
             "",
             Unavailable(
                 f"No cross-stream wait with a matched producer and consumer "
-                f"({sw.get('n_edges', 0)} wait edge(s), source: {sw.get('source', 'none')})."
+                f"({sw.n_edges or 0} wait edge(s), source: {sw.source})."
             ),
         )
     by_op = by_op.sort_values("switch_gap_total_ns", ascending=True, kind="stable")
@@ -452,7 +480,7 @@ def switch_gaps(analysis: Any) -> Section:
     _base_layout(fig, height=140 + 26 * len(by_op), showlegend=False)
     fig.update_xaxes(title="device idle from cross-stream waits, µs (all profiled steps)")
     fig.update_yaxes(automargin=True)
-    pairs = sw.get("by_stream_pair") or []
+    pairs = sw.by_stream_pair
     extra: tuple[Any, ...] = ()
     if pairs:
         extra = (Table(["rank", "from stream", "to stream", "waits", "idle µs"],
@@ -461,10 +489,10 @@ def switch_gaps(analysis: Any) -> Section:
                          fmt(_us(q.get("switch_gap_total_ns")), ",.1f")] for q in pairs],
                        [True] * 5),)  # fmt: skip
     cap = (
-        f"{st['count']:,} cross-stream waits ({sw.get('source')}); idle each put on the "
-        f"waiting stream, by the op that waited: p50 {fmt(_us(st.get('p50_ns')), '.2f')} µs,"
-        f" p95 {fmt(_us(st.get('p95_ns')), '.2f')} µs, "
-        f"{fmt(sw.get('switch_gap_ms_per_step'), '.3f')} ms per step and rank."
+        f"{st.count:,} cross-stream waits ({sw.source}); idle each put on the "
+        f"waiting stream, by the op that waited: p50 {fmt(_us(st.p50_ns), '.2f')} µs,"
+        f" p95 {fmt(_us(st.p95_ns), '.2f')} µs, "
+        f"{fmt(sw.switch_gap_ms_per_step, '.3f')} ms per step and rank."
     )
     return Section("switches", title, cap, fig, extra=extra)
 
@@ -476,7 +504,7 @@ def _us(x: object) -> float | None:
 def launch_delays(analysis: Any) -> Section:
     """Histogram of launch delays (device start − end of the launch call)."""
     title = "Kernel launch delays"
-    la = _ov_part(analysis, "launches", "kernel launches", "Kernel launches")
+    la = _ov_part(analysis, "launches", "Kernel launches")
     if isinstance(la, Unavailable):
         return Section("launches", title, "", la)
     vals = tl.launch_delay_values(_frame(analysis, "intervals"))
@@ -488,23 +516,23 @@ def launch_delays(analysis: Any) -> Section:
             Unavailable("No launch call joined to device work: no launch delays to show."),
         )
     fig, n0 = _log_hist(vals, color="#76B7B2")
-    st = la.get("launch_delay") or {}
+    st = la.launch_delay or Stats()
     cap = (
         f"{len(vals):,} launches: device start − end of the launch call (queueing; a "
         f"long tail is fine when the host runs ahead). p50 "
-        f"{fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 {fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        f"{fmt(_us(st.p50_ns), '.1f')} µs, p95 {fmt(_us(st.p95_ns), '.1f')} µs; "
         f"{n0:,} with zero delay not drawn. Host-bound idle: "
-        f"{fmt(la.get('host_bound_idle_ms_per_step'), '.3f')} ms per step and stream."
+        f"{fmt(la.host_bound_idle_ms_per_step, '.3f')} ms per step and stream."
     )
     return Section("launches", title, cap, fig)
 
 
 def graph_candidates(analysis: Any) -> Section:
     title = "CUDA-graph candidates"
-    la = _ov_part(analysis, "launches", "kernel launches", "Graph candidates")
+    la = _ov_part(analysis, "launches", "Graph candidates")
     if isinstance(la, Unavailable):
         return Section("graphs", title, "", la)
-    cands = la.get("graph_candidates") or []
+    cands = la.graph_candidates
     if not cands:
         return Section(
             "graphs",
@@ -517,11 +545,11 @@ def graph_candidates(analysis: Any) -> Section:
     rows = [[_cell(c.get("rank")), _cell(c.get("stream")), _cell(c.get("iteration")),
              _cell(c.get("n_intervals")), f"{(c.get('saving_ns') or 0) / 1e3:,.1f}",
              _cell(c.get("ops") or [])] for c in cands]  # fmt: skip
-    n = la.get("n_graph_candidates", len(cands))
+    n = la.n_graph_candidates if la.n_graph_candidates is not None else len(cands)
     cap = (
         f"{n:,} run(s) of consecutive host-bound gaps / tiny kernels on one stream "
         f"(top {len(cands)} shown); the saving estimate is their host-bound idle: "
-        f"{fmt(la.get('graph_saving_ms_per_step'), '.3f')} ms per step in all."
+        f"{fmt(la.graph_saving_ms_per_step, '.3f')} ms per step in all."
     )
     return Section(
         "graphs",
@@ -555,10 +583,10 @@ def rank_skew(analysis: Any) -> Section:
         return Section(
             "skew", title, "", Unavailable(f"Needs two or more ranks; this trace has {len(ranks)}.")
         )
-    ar = _ov_part(analysis, "across_ranks", "across ranks", "Cross-rank skew")
+    ar = _ov_part(analysis, "across_ranks", "Cross-rank skew")
     if isinstance(ar, Unavailable):
         return Section("skew", title, "", ar)
-    strag = pd.DataFrame(ar.get("stragglers") or [])
+    strag = pd.DataFrame(ar.stragglers)
     if len(strag) == 0 or "rank" not in strag:
         return Section("skew", title, "", Unavailable("No per-rank straggler results."))
     strag = strag.sort_values("rank")
@@ -569,7 +597,7 @@ def rank_skew(analysis: Any) -> Section:
             title,
             "",
             Unavailable(
-                f"No arrival skew: in all {ar.get('n_instances', 0):,} matched collective "
+                f"No arrival skew: in all {ar.n_instances or 0:,} matched collective "
                 "instances every rank started at the same time."
             ),
         )
@@ -591,15 +619,15 @@ def rank_skew(analysis: Any) -> Section:
             )
     _base_layout(fig, height=300, barmode="group")
     fig.update_yaxes(title="µs, all profiled instances")
-    st = ar.get("skew") or {}
-    late = ar.get("late_rank")
+    st = ar.skew or Stats()
+    late = ar.late_rank
     cap = (
-        f"{ar.get('n_instances', 0):,} collective instances matched across ranks; arrival "
-        f"skew p50 {fmt(_us(st.get('p50_ns')), '.1f')} µs, p95 "
-        f"{fmt(_us(st.get('p95_ns')), '.1f')} µs; "
+        f"{ar.n_instances or 0:,} collective instances matched across ranks; arrival "
+        f"skew p50 {fmt(_us(st.p50_ns), '.1f')} µs, p95 "
+        f"{fmt(_us(st.p95_ns), '.1f')} µs; "
         + (f"rank {late} arrives last most." if late is not None else "no straggler.")
     )
-    worst = ar.get("worst_instances") or []
+    worst = ar.worst_instances
     extra: tuple[Any, ...] = ()
     if worst:
         extra = (Table(["collective", "step", "late rank", "skew µs", "transfer µs",
@@ -613,6 +641,8 @@ def rank_skew(analysis: Any) -> Section:
 
 
 def _where_text(w: Any) -> str:
+    if isinstance(w, Where):
+        w = w.to_json()
     if isinstance(w, dict):
         names = {"iteration": "step"}
         return " · ".join(f"{names.get(k, k)} {v}" for k, v in w.items() if not _missing(v))
@@ -621,34 +651,18 @@ def _where_text(w: Any) -> str:
 
 def findings(analysis: Any) -> Section:
     title = "Findings"
-    ov = _get(analysis, "overheads")
-    if not isinstance(ov, dict):
-        miss = _ov_part(analysis, "findings", "findings", "Findings")
-        return Section(
-            "findings",
-            title,
-            "",
-            miss if isinstance(miss, Unavailable) else Unavailable("Findings: not computed."),
-        )
-    fs = ov.get("findings")
-    if fs is None:
-        return Section(
-            "findings",
-            title,
-            "",
-            Unavailable("Findings: not computed: the overheads result has none."),
-        )
-    if not fs:
+    ov = _overheads(analysis)
+    if ov is None:
+        why = "Findings: not computed: the overhead analysis was not run for this trace."
+        return Section("findings", title, "", Unavailable(why))
+    if not ov.findings:
         return Section(
             "findings", title, "", Unavailable("No findings: no overhead crossed its threshold.")
         )
     rank = {"high": 0, "medium": 1, "low": 2}
-    fs = sorted(fs, key=lambda f: rank.get(str(_get(f, "severity", "")), 3))
-    rows = [[str(_get(f, "severity", "") or ""),
-             " — ".join(str(x) for x in (_get(f, "title"), _get(f, "detail")) if x),
-             _where_text(_get(f, "where")),
-             fmt(_get(f, "est_gain_ms_per_step"), ".3f", " ms"),
-             str(_get(f, "fix", "") or "")] for f in fs]  # fmt: skip
+    fs = sorted(ov.findings, key=lambda f: rank.get(f.severity, 3))
+    rows = [[f.severity, " — ".join(x for x in (f.title, f.detail) if x), _where_text(f.where),
+             fmt(f.est_gain_ms_per_step, ".3f", " ms"), f.fix] for f in fs]  # fmt: skip
     return Section(
         "findings",
         title,
@@ -709,8 +723,11 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
 
 # --- multi-mode run comparison -----------------------------------------------------
 def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = None) -> Section:
-    """Step time per mode (run.json's comparison table); ``hidden_pct`` fills that column
-    from the analyses where run.json has none."""
+    """Timed step per mode and the comparison table (``runs.comparison_table``: the
+    columns and units the CLI prints); ``hidden_pct`` fills that column from the
+    analyses where run.json has none. Bars are neutral (green means hidden comm)."""
+    from domino_prof.runs import comparison_table
+
     title = "Modes compared"
     comp = [dict(c) for c in run.get("comparison") or []]
     for c in comp:
@@ -723,34 +740,66 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
         c.get("step_ms") if not _missing(c.get("step_ms")) else float("nan") for c in comp
     )
     fig = go.Figure(go.Bar(
-        x=modes, y=step, marker={"color": ["#59A14F" if m == "domino" else "#4E79A7"
-                                           if m == "tp" else "#BAB0AC" for m in modes]},
+        x=modes, y=step, marker={"color": [MODE_REF if m == "tp" else MODE_OTHER
+                                           for m in modes]},
         text=[fmt(c.get("speedup_vs_tp"), ".3f", "× vs tp") for c in comp],
-        textposition="outside", hovertemplate="%{x}: %{y:.2f} ms/step<extra></extra>",
+        textposition="outside", hovertemplate="%{x}: %{y:.2f} ms per timed step<extra></extra>",
     ))  # fmt: skip
     _base_layout(fig, height=320, showlegend=False)
-    fig.update_yaxes(title="ms per step")
-    rows = [[str(c.get("mode")), fmt(c.get("step_ms"), ".2f"), fmt(c.get("tokens_per_s"), ",.0f"),
-             fmt(c.get("hidden_pct"), ".1f"), fmt(c.get("speedup_vs_tp"), ".3f"),
-             fmt(None if _missing(c.get("frac_of_nocomm")) else 100 * c["frac_of_nocomm"], ".1f")]
-            for c in comp]  # fmt: skip
-    table = Table(
-        ["mode", "step ms", "tokens/s", "hidden %", "speedup vs tp", "% of nocomm"],
-        rows,
-        [False, True, True, True, True, True],
-    )
+    fig.update_yaxes(title="ms per timed step")
+    headers, rows = comparison_table(comp)
+    table = Table(headers, rows, [h != "mode" for h in headers])
+    notes = []
+    if "tp" not in modes:
+        notes.append("tp did not run: no speedup to show (`domino-prof run --mode all`).")
+    answer = overlap_verdict(comp)
+    if answer:
+        title = f"{title}: {answer}"
     cap = (
-        "Step time per mode from the same run: tp = plain tensor parallel, domino = "
-        "overlapped, nocomm = comm removed (the ceiling)."
+        "Timed step per mode (median of the timed, unprofiled steps) from the same run: "
+        "tp = plain tensor parallel, domino = overlapped micro-batches, nocomm = comm "
+        "removed (the ceiling), sp / domino-sp = the same with sequence parallelism; "
+        "hidden % comes from the profiled steps."
     )
-    return Section("modes", title, cap, fig, extra=(table,))
+    return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
+
+
+# each overlapped schedule against the synchronous one it replaces
+_VERDICT_PAIRS = (("domino", "tp"), ("domino-sp", "sp"))
+
+
+def overlap_verdict(comp: list[dict]) -> str:
+    """'domino 0.725× tp (slower), domino-sp 0.998× sp (slower)': each overlapped mode's
+    speed relative to its synchronous counterpart, from the timed steps; "" when the
+    run lacks a pair."""
+    by = {str(c.get("mode")): c.get("step_ms") for c in comp}
+    parts = []
+    for mode, base in _VERDICT_PAIRS:
+        m, b = by.get(mode), by.get(base)
+        if _missing(m) or _missing(b) or not m:
+            continue
+        r = b / m
+        how = "faster" if r > 1 else "slower" if r < 1 else "the same"
+        parts.append(f"{mode} {r:.3f}× {base} ({how})")
+    return ", ".join(parts)
 
 
 # --- compare two analyses ----------------------------------------------------------
-def compare_headline(a: Any, b: Any, *, labels: tuple[str, str]) -> Section:
+def compare_headline(
+    a: Any, b: Any, *, labels: tuple[str, str], timed_step_ms: tuple[float, float] | None = None
+) -> Section:
+    """Headline numbers of A and B side by side. ``timed_step_ms``: each side's timed
+    (unprofiled) step from its run.json, the step time comparisons use; the profiled
+    step (device wall of the profiled steps) is labelled as such."""
     ta, tb = _get(a, "totals") or {}, _get(b, "totals") or {}
     rows = []
-    for key, label, spec in (("step_ms", "step time (ms)", ".3f"),
+    if timed_step_ms is not None:
+        va, vb = timed_step_ms
+        rows.append(["timed step (ms)", fmt(va, ".3f"), fmt(vb, ".3f"),
+                     fmt(None if _missing(va) or _missing(vb) else vb - va, "+.3f"),
+                     fmt(None if _missing(va) or _missing(vb) or not va else vb / va, ".3f",
+                         "×")])  # fmt: skip
+    for key, label, spec in (("step_ms", "profiled step (ms)", ".3f"),
                              ("hidden_pct", "comm hidden (%)", ".1f"),
                              ("exposed_ms_per_step", "exposed comm per step (ms)", ".3f"),
                              ("comm_ns", "comm time, all steps (ms)", ".3f"),
@@ -808,17 +857,17 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
             ),
         )
     shown = m.head(top).iloc[::-1]
-    delta = shown["delta_exposed_ns"].to_numpy(float) / 1e3
+    delta = [_dash(v / 1e3, "+,.2f") for v in shown["delta_exposed_ns"].to_numpy(float)]
     fig = go.Figure()
     for lab, col, color in (
         (labels[0], "exposed_ns_a", "#9AA5B1"),
         (labels[1], "exposed_ns_b", "#E15759"),
     ):
         fig.add_trace(go.Bar(
-            orientation="h", y=shown["op"], x=shown[col].to_numpy(float) / 1e3, name=lab,
-            marker={"color": color}, customdata=delta,
+            orientation="h", y=shown["op"], x=_none_if_nan(shown[col].to_numpy(float) / 1e3),
+            name=lab, marker={"color": color}, customdata=delta,
             hovertemplate=("%{y}<br>" + lab + ": %{x:,.2f} µs<br>delta "
-                           "%{customdata:+,.2f} µs<extra></extra>"),
+                           "%{customdata} µs<extra></extra>"),
         ))  # fmt: skip
     _base_layout(fig, height=130 + 30 * len(shown), barmode="group", bargap=0.25)
     fig.update_xaxes(title="exposed comm, µs per step and rank")
@@ -826,11 +875,11 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
     rows = [
         [
             r.op,
-            f"{r.exposed_ns_a / 1e3:,.2f}",
-            f"{r.exposed_ns_b / 1e3:,.2f}",
-            f"{r.delta_exposed_ns / 1e3:+,.2f}",
-            fmt(r.hidden_pct_a, ".1f"),
-            fmt(r.hidden_pct_b, ".1f"),
+            _dash(r.exposed_ns_a / 1e3, ",.2f"),
+            _dash(r.exposed_ns_b / 1e3, ",.2f"),
+            _dash(r.delta_exposed_ns / 1e3, "+,.2f"),
+            fmt(r.hidden_pct_a, ".1f") if r.in_a else MISSING,
+            fmt(r.hidden_pct_b, ".1f") if r.in_b else MISSING,
         ]
         for r in m.head(top).itertuples(index=False)
     ]
@@ -848,9 +897,15 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
     )
     cap = (
         f"Exposed comm per op in {labels[0]} and {labels[1]}, the largest changes first "
-        "(per step and rank; delta in the hover and the table)."
+        "(per step and rank; delta in the hover and the table). An op that launched no comm "
+        f"on one side shows {MISSING} there (missing, not 0)."
     )
     return Section("opdelta", title, cap, fig, extra=(table,))
+
+
+def _dash(x: float, spec: str) -> str:
+    """A number, or "—" where one side of a comparison has no value."""
+    return MISSING if _missing(x) else f"{x:{spec}}"
 
 
 def analysis_sections(

@@ -299,11 +299,17 @@ def write_run_report(
 
 
 def render_compare(
-    a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B"), title: str | None = None
+    a: Any,
+    b: Any,
+    *,
+    labels: tuple[str, str] = ("A", "B"),
+    title: str | None = None,
+    timed_step_ms: tuple[float, float] | None = None,
 ) -> str:
     page = _Page()
+    head = F.compare_headline(a, b, labels=labels, timed_step_ms=timed_step_ms)
     page.group(
-        [F.compare_headline(a, b, labels=labels), F.compare_ops_figure(a, b, labels=labels)],
+        [head, F.compare_ops_figure(a, b, labels=labels)],
         prefix="cmp",
         heading=None,
     )

@@ -1,0 +1,45 @@
+"""Tables the commands print that more than one command shares (rich, stdout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def modes_table(run: dict | None) -> Any:
+    """The run's comparison of modes (``runs.comparison_table``), or None without one."""
+    from rich.table import Table
+
+    from domino_prof.runs import comparison_table
+
+    rows = (run or {}).get("comparison") or []
+    if not rows:
+        return None
+    cfg = run.get("config") or {}
+    model = cfg.get("model") or {}
+    title = "  ".join(
+        x
+        for x in (
+            str(model.get("name", "")) if isinstance(model, dict) else "",
+            f"tp {cfg['tp']}" if cfg.get("tp") else "",
+            f"seq {cfg['seq']}" if cfg.get("seq") else "",
+            f"mbs {cfg['mbs']}" if cfg.get("mbs") else "",
+        )
+        if x
+    )
+    headers, cells = comparison_table(rows)
+    t = Table(title=title or None, caption=COMPARISON_CAPTION)
+    for h in headers:
+        t.add_column(h, justify="left" if h == "mode" else "right")
+    for line in cells:
+        t.add_row(*line)
+    return t
+
+
+COMPARISON_CAPTION = (
+    "timed step: median of the timed (unprofiled) steps, what the speedups compare; "
+    "hidden %: the profiled steps"
+)
+NOCOMM_NOTE = (
+    "nocomm skips every TP collective: its losses are meaningless; it is a throughput "
+    "upper bound only."
+)

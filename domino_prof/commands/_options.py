@@ -1,0 +1,144 @@
+"""The options every command that reads traces shares, defined once.
+
+``analyze``, ``report``, ``compare``, ``check`` and ``baseline`` take the same PATH
+forms (a trace file, a directory of rank traces, a run directory, ``RUN_DIR/<mode>``)
+and the same ``--mode``, ``--rank``, ``--skip-bad``, ``--comm-pattern``,
+``--comm-pattern-only`` and ``--memcpy-as-comm``; those that show findings
+(``analyze``, ``report``, ``compare``) take ``--threshold``. Every output file is
+``-o/--output PATH`` (docs/ARCHITECTURE.md section 5 states the convention).
+The switches here are flags only (no ``--no-`` forms: they default to off).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from domino_prof.errors import ConfigError
+
+PathArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="PATH",
+        help="Trace file (.json/.json.gz), directory of rank traces, run directory "
+        "(with run.json) or RUN_DIR/<mode>.",
+        show_default=False,
+    ),
+]
+
+
+def mode_option(default_says: str) -> Any:
+    """``--mode NAME`` with the command's default in its help."""
+    return typer.Option(
+        "--mode", metavar="NAME", help=f"Mode of a run directory (default: {default_says})."
+    )
+
+
+RankOpt = Annotated[
+    int | None,
+    typer.Option("--rank", metavar="N", help="Rank of a single trace file that does not name one."),
+]
+SkipBadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad",
+        help="In a directory, skip unreadable rank files (named in a note) and use the rest.",
+    ),
+]
+CommPatternOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--comm-pattern",
+        metavar="REGEX",
+        help="Extra regex (re.search, any case) for comm kernel names, OR-ed with the "
+        "default (NCCL/RCCL, symmetric memory, NVSHMEM, DeepEP, userbuffers; "
+        "docs/METRICS.md).",
+    ),
+]
+CommPatternOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--comm-pattern-only",
+        help="Use --comm-pattern instead of the default pattern, not in addition.",
+    ),
+]
+MemcpyAsCommOpt = Annotated[
+    bool,
+    typer.Option(
+        "--memcpy-as-comm",
+        help="Also count same-device DtoD copies as comm (e.g. async-TP copies from peer "
+        "buffers); copies between devices are comm anyway.",
+    ),
+]
+ThresholdOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--threshold",
+        metavar="KEY=VALUE",
+        help="Findings threshold, repeatable (e.g. top_n=10; keys: "
+        "domino_prof/analysis/overheads.py).",
+    ),
+]
+
+
+def parse_thresholds(items: list[str] | None) -> dict[str, float]:
+    """``KEY=VALUE`` strings -> dict; the overheads module validates keys and values."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--threshold {item!r} is not KEY=VALUE; e.g. --threshold top_n=5")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"--threshold {item!r}: {value!r} is not a number; give KEY=NUMBER"
+            ) from None
+    from domino_prof.analysis.overheads import resolve_thresholds
+
+    resolve_thresholds(out)  # fail before a long load on a bad key or value
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """How a command reads traces: the shared options, bundled."""
+
+    rank: int | None = None
+    skip_bad: bool = False
+    comm_pattern: str | None = None
+    comm_pattern_only: bool = False
+    memcpy_as_comm: bool = False
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def config(self) -> Any:
+        """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
+        from domino_prof.gate import analysis_config
+
+        return analysis_config(
+            comm_pattern=self.comm_pattern,
+            comm_pattern_only=self.comm_pattern_only,
+            memcpy_as_comm=self.memcpy_as_comm,
+            thresholds=self.thresholds,
+        )
+
+    def analyse(self, trace_path: Path, config: Any) -> Any:
+        from domino_prof.gate import analyse
+
+        return analyse(trace_path, config, rank=self.rank, skip_bad=self.skip_bad)
+
+
+def guess_format(path: Path, formats: dict[str, str], *, option: str = "-o") -> str:
+    """The output format a file name's suffix names (``formats``: suffix -> format)."""
+    name = str(path).lower()
+    for suffix, fmt in formats.items():
+        if name.endswith(suffix):
+            return fmt
+    listed = ", ".join(formats)
+    raise ConfigError(
+        f"{option} {path}: cannot tell the format from the file name; end it in {listed}"
+    )

@@ -1,0 +1,378 @@
+"""The run directory, one model for every command (``analyze``, ``report``, ``compare``,
+``check``, ``baseline``, ``run``).
+
+``domino-prof run --out DIR`` writes (docs/ARCHITECTURE.md section 4)::
+
+    DIR/run.json                          # config, versions, devices, per-mode results
+    DIR/<mode>/rank{r}.pt.trace.json.gz   # one per rank
+    DIR/<mode>/analysis.json              # that mode's Analysis.to_json()
+    DIR/report.html
+
+A PATH argument is one of: a trace file or a directory of rank traces (no run around
+it), a run directory (or its run.json), or ``RUN_DIR/<mode>`` (one mode, with the run's
+context). :func:`resolve` says which; :meth:`Target.select` picks the modes a command
+works on (``--mode``, or the command's default: every mode for ``report``, the modes
+that overlap comm by design for ``check``, one mode for the others).
+
+This module reads and writes run.json and assembles a run directory from what the
+ranks left (:func:`assemble`, :func:`refresh`); the trace engine, the analysis and
+the report are imported only there, so the launcher in ``reference_model/`` (which
+only starts and watches processes) never needs them. No torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from domino_prof.errors import ConfigError, OptionError, RunError, TraceError, opt
+from domino_prof.io import atomic_write_json
+from domino_prof.reference_model.config import OVERLAP_MODES
+
+if TYPE_CHECKING:
+    from domino_prof.reference_model.config import RunConfig
+
+RUN_SCHEMA = "domino-prof/run"
+RUN_VERSION = 1
+RUN_JSON = "run.json"
+PRIMARY_MODE = "domino"  # the schedule the reference model exists to show
+
+
+# --------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class Run:
+    """A run directory and its run.json."""
+
+    path: Path
+    doc: dict
+
+    @property
+    def modes(self) -> list[str]:
+        return list(self.doc["modes"])
+
+    def entry(self, mode: str) -> dict:
+        e = self.doc["modes"].get(mode)
+        return e if isinstance(e, dict) else {}
+
+    def trace_dir(self, mode: str) -> Path:
+        return self.path / str(self.entry(mode).get("trace_dir", mode))
+
+    def overlaps(self, mode: str) -> bool:
+        """Whether the mode overlaps comm with compute by design (micro-batched, async
+        collectives: domino, domino-sp). tp and sp wait for every collective at once
+        (0 % hidden is right for them) and nocomm has no comm."""
+        flag = self.entry(mode).get("overlap")
+        return bool(flag) if isinstance(flag, bool) else mode in OVERLAP_MODES
+
+    def comparison(self, mode: str) -> dict | None:
+        """The mode's row of the comparison table (timed step, speedups)."""
+        rows = self.doc.get("comparison") or []
+        return next((r for r in rows if isinstance(r, dict) and r.get("mode") == mode), None)
+
+
+def read_run(directory: str | os.PathLike) -> Run:
+    """The run directory's run.json, validated (TraceError, exit 2, when unusable)."""
+    d = Path(directory)
+    f = d / RUN_JSON
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f, f"cannot read run.json ({e})", "re-run `domino-prof run`") from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema") != RUN_SCHEMA
+        or not isinstance(doc.get("modes"), dict)
+    ):
+        raise TraceError(
+            f,
+            f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with a 'modes' table)",
+            "point at a trace file or directory instead",
+        )
+    if not doc["modes"]:
+        raise TraceError(f, "lists no modes", "re-run `domino-prof run`")
+    return Run(d, doc)
+
+
+def write_run(directory: str | os.PathLike, doc: dict) -> Path:
+    """run.json, atomically (written last: a directory with run.json is complete)."""
+    return atomic_write_json(Path(directory) / RUN_JSON, doc)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a PATH argument names.
+
+    ``modes``: mode -> trace path, in the run's order: every mode of a run directory,
+    the one mode of ``RUN_DIR/<mode>``, or ``{"": PATH}`` for traces outside a run."""
+
+    path: Path
+    run: Run | None
+    modes: dict[str, Path]
+
+    @property
+    def is_run_dir(self) -> bool:
+        return self.run is not None and self.run.path == self.path
+
+    def label(self, mode: str) -> str:
+        """A short name for one selected analysis: the mode, else the file or dir name."""
+        if mode:
+            return mode
+        return self.path.name.removesuffix(".gz").removesuffix(".json") or str(self.path)
+
+    def select(
+        self, mode: str | None = None, *, default: str = "one", verb: str = "using"
+    ) -> tuple[list[str], list[str]]:
+        """The modes to work on and notes for the reader (``verb`` starts them).
+
+        ``mode``: the user's ``--mode`` (one of the run's modes; it applies only to a
+        run directory or ``RUN_DIR/<mode>``). Without it, ``default`` decides: ``"all"``
+        every mode PATH covers; ``"overlap"`` the modes that overlap comm by design
+        (:meth:`Run.overlaps`); ``"one"`` the only mode, else ``domino`` (a note names
+        the others), else an error asking for ``--mode``. Plain traces are the one
+        unnamed mode ``""``."""
+        names = list(self.modes)
+        if self.run is None:
+            if mode is not None:
+                raise OptionError(
+                    f"{opt('mode')} {mode!r} applies to a run directory (one with run.json), "
+                    f"and {self.path} is not one; drop {opt('mode')} or point at the run "
+                    "directory"
+                )
+            return names, []
+        where = self.run.path / RUN_JSON
+        if mode is not None:
+            if mode not in self.run.modes:
+                raise OptionError(
+                    f"{opt('mode')} {mode!r} is not in {where} (modes: {', '.join(self.run.modes)})"
+                )
+            if mode not in self.modes:  # PATH is another mode's directory
+                raise OptionError(
+                    f"{opt('mode')} {mode!r} applies to a run directory, and {self.path} "
+                    f"holds the traces of mode {names[0]!r}; point at {self.run.path} or "
+                    f"drop {opt('mode')}"
+                )
+            return [mode], []
+        if len(names) == 1 or default == "all":
+            return names, []
+        if default == "overlap":
+            chosen = [m for m in names if self.run.overlaps(m)]
+            if not chosen:
+                raise OptionError(
+                    f"{where} has modes {', '.join(names)}, none of which overlaps comm by "
+                    f"design: pick one with {opt('mode')} NAME"
+                )
+            rest = ", ".join(m for m in names if m not in chosen)
+            s = "s" if len(chosen) > 1 else ""
+            which = ", ".join(f"'{m}'" for m in chosen)
+            note = (
+                f"{verb} mode{s} {which} of {where}: the mode{s} that overlap comm by "
+                f"design (not {rest}: tp and sp wait for every collective, nocomm has "
+                f"none; {opt('mode')} NAME picks one)"
+            )
+            return chosen, [note]
+        if PRIMARY_MODE in names:
+            others = ", ".join(m for m in names if m != PRIMARY_MODE)
+            note = (
+                f"{verb} mode '{PRIMARY_MODE}' of {where} (also has: {others}; use {opt('mode')})"
+            )
+            return [PRIMARY_MODE], [note]
+        raise OptionError(f"{where} has modes {', '.join(names)}: pick one with {opt('mode')} NAME")
+
+
+def resolve(path: str | os.PathLike) -> Target:
+    """PATH -> :class:`Target`. TraceError when it does not exist or its run.json is bad."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file or directory", "check the path")
+    if p.is_file() and p.name == RUN_JSON:
+        p = p.parent
+    if p.is_dir() and (p / RUN_JSON).is_file():
+        run = read_run(p)
+        return Target(p, run, {m: run.trace_dir(m) for m in run.modes})
+    parent = p.parent if p.is_dir() else None
+    if parent is not None and (parent / RUN_JSON).is_file():
+        run = read_run(parent)
+        for m in run.modes:
+            if _same(run.trace_dir(m), p):
+                return Target(p, run, {m: p})
+    return Target(p, None, {"": p})
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def trace_missing(trace_path: Path) -> TraceError:
+    return TraceError(
+        trace_path,
+        "trace directory named in run.json is missing",
+        "re-run `domino-prof run` or point at the traces",
+    )
+
+
+# --------------------------------------------------------------------------- assembly
+def comparison_rows(modes: dict) -> list[dict]:
+    """The side-by-side table. ``step_ms`` is the median of each mode's timed
+    (unprofiled) steps, the one step time every comparison uses; speedup vs tp =
+    tp step / this step; ``frac_of_nocomm`` = this throughput / nocomm's."""
+    tp = modes.get("tp")
+    nc = modes.get("nocomm")
+    rows = []
+    for mode, r in modes.items():
+        rows.append(
+            {
+                "mode": mode,
+                "step_ms": r["step_ms"],
+                "tokens_per_s": r["tokens_per_s"],
+                "mfu": r.get("mfu"),
+                "hidden_pct": r.get("hidden_pct"),
+                "issue_ms": r.get("issue_ms"),
+                "peak_mem_gb": (r.get("memory") or {}).get("peak_reserved_gb"),
+                "speedup_vs_tp": (tp["step_ms"] / r["step_ms"]) if tp else None,
+                "frac_of_nocomm": (r["tokens_per_s"] / nc["tokens_per_s"]) if nc else None,
+            }
+        )
+    return rows
+
+
+# (key, header, format) of the comparison table: the CLI (`run`, `analyze RUN_DIR`) and
+# the report show the same columns in the same units. "timed step ms" is the median of
+# the timed (unprofiled) steps; hidden % comes from the profiled steps.
+COMPARISON_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("mode", "mode", "s"),
+    ("step_ms", "timed step ms", ".2f"),
+    ("issue_ms", "issue ms", ".2f"),
+    ("peak_mem_gb", "peak GB", ".1f"),
+    ("tokens_per_s", "tokens/s", ",.0f"),
+    ("mfu", "MFU %", ".1f"),
+    ("hidden_pct", "hidden %", ".1f"),
+    ("speedup_vs_tp", "speedup vs tp", ".3f"),
+    ("frac_of_nocomm", "of nocomm", ".3f"),
+)
+_OPTIONAL_COLUMNS = ("issue_ms", "peak_mem_gb", "mfu")  # shown when some mode has them
+
+
+def comparison_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(headers, cells) of the comparison table, formatted ("n/a" when missing)."""
+    cols = [
+        c for c in COMPARISON_COLUMNS
+        if c[0] not in _OPTIONAL_COLUMNS or any(r.get(c[0]) is not None for r in rows)
+    ]  # fmt: skip
+    cells = []
+    for r in rows:
+        line = []
+        for key, _, spec in cols:
+            v = r.get(key)
+            if key == "mfu" and v is not None:
+                v = 100 * v
+            line.append("n/a" if v is None else format(v, spec))
+        cells.append(line)
+    return [c[1] for c in cols], cells
+
+
+def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
+    """Write run.json (and per-mode analysis.json / report.html when the trace engine
+    and plotly are importable) from what rank 0 left in ``ranks_result.json``."""
+    res_path = out / "ranks_result.json"
+    if not res_path.exists():
+        raise RunError(f"{out}: the ranks finished without writing results; see {out}/logs")
+    res = json.loads(res_path.read_text())
+    modes = res["results"]
+    for mode, r in modes.items():
+        r["overlap"] = mode in OVERLAP_MODES
+    run = {
+        "schema": RUN_SCHEMA,
+        "version": RUN_VERSION,
+        "config": cfg.to_dict(),
+        "versions": res["versions"],
+        "devices": res["devices"],
+        "backend": res["backend"],
+        "modes": modes,
+        "notes": [],
+    }
+    _analyse_and_write(out, run, analyze=analyze)
+    res_path.unlink()
+    return run
+
+
+def refresh(out: Path) -> dict:
+    """Re-analyse an existing run directory in place (e.g. one copied back from a GPU
+    node without the analysis dependencies): analysis.json per mode, run.json's
+    hidden % and comparison table, and report.html."""
+    if not (out / RUN_JSON).is_file():
+        raise ConfigError(
+            f"{out}: no run.json here; point at a directory written by `domino-prof run`"
+        )
+    run = read_run(out).doc
+    # drop the previous analysis's notes (also the per-mode "<mode>: traces not analysed")
+    run["notes"] = [
+        n for n in run.get("notes", [])
+        if "traces not analysed" not in n and not n.startswith("no report")
+    ]  # fmt: skip
+    _analyse_and_write(out, run, analyze=True)
+    return run
+
+
+def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
+    """analysis.json per mode (if ``analyze``), the comparison table, report.html and
+    run.json — run.json last, so a run directory with run.json is complete."""
+    analyses: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    if analyze:
+        analyses, failed = _analyze_modes(out, run)
+    run["comparison"] = comparison_rows(run["modes"])
+    _write_report(out, run, analyses, failed)
+    write_run(out, run)
+
+
+def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) -> None:
+    """report.html of every mode, in the run's order; a mode that could not be analysed
+    is a note in its place, as `domino-prof report` shows it (plotly is a dependency of
+    the analysis side only: a bare GPU node may lack it, and then a note says so)."""
+    if not analyses:
+        return
+    try:
+        from domino_prof.report import write_report
+        from domino_prof.report.figures import Unavailable
+    except ImportError as e:
+        run["notes"].append(f"no report: {e}")
+        return
+    pages = {
+        m: analyses[m] if m in analyses else Unavailable(f"Not analysed: {failed[m]}")
+        for m in run["modes"]
+        if m in analyses or m in failed
+    }
+    write_report(pages, out / "report.html", run=run)
+
+
+def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]]:
+    """{mode: Analysis} and {mode: why not} for the modes that could not be analysed."""
+    try:
+        from domino_prof.analysis import AnalysisConfig, analyze
+        from domino_prof.trace import load_trace
+    except ImportError as e:  # the trace engine is optional for a bare run
+        run["notes"].append(f"traces not analysed: {e}")
+        return {}, {}
+    from domino_prof.errors import DominoProfError
+
+    analyses, failed = {}, {}
+    for mode, r in run["modes"].items():
+        try:
+            a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
+        except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
+            run["notes"].append(f"{mode}: traces not analysed: {e}")
+            r["hidden_pct"] = None
+            failed[mode] = str(e)
+            continue
+        atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
+        r["analysis"] = f"{r['trace_dir']}/analysis.json"
+        r["hidden_pct"] = a.totals.get("hidden_pct")
+        r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")
+        analyses[mode] = a
+    return analyses, failed

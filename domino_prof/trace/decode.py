@@ -1,0 +1,515 @@
+"""Decoding: JSON text -> typed events (``msgspec``) -> one file's compact columns.
+
+The JSON is decoded straight into small typed structs that declare only the fields
+we use (``args`` included); unknown keys such as ``"Input Dims"`` are skipped by the
+decoder without ever becoming Python objects (see ``loader``'s docstring for the
+measurements). The ``ph == "X"`` structs become numpy columns (names interned);
+``ph == "M"`` metadata names threads and processes; the top-level keys give the rank
+and per-rank metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
+:func:`_parse_whole` decodes one file's text at once; ``chunked`` decodes a big one
+in pieces with the same :func:`_events_to_part` and :func:`_finish`.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
+from itertools import compress
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from domino_prof.trace.read import _FileError
+from domino_prof.trace.schema import LEGACY_CATEGORIES, RankMeta
+
+# --------------------------------------------------------------------------- #
+# Typed decoding (msgspec): only the fields we need; unknown keys are skipped. #
+# --------------------------------------------------------------------------- #
+
+
+class _Args(msgspec.Struct, frozen=True, gc=False):
+    correlation: int = -1
+    external_id: int = msgspec.field(default=-1, name="External id")
+    stream: int = -1
+    device: int = -1
+    wait_on_stream: int = -1
+    wait_on_corr: int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
+    coll_name: str = msgspec.field(default="", name="Collective name")
+    pg_name: str = msgspec.field(default="", name="Process Group Name")
+    msg_nelems: int = msgspec.field(default=-1, name="In msg nelems")
+    group_size: int = msgspec.field(default=-1, name="Group size")
+    seq: int = msgspec.field(default=-1, name="Seq")
+    from_device: int = msgspec.field(default=-1, name="fromDevice")  # memcpy source
+    to_device: int = msgspec.field(default=-1, name="toDevice")  # memcpy destination
+    name: Any = None  # metadata events: thread_name / process_name
+
+
+_NO_ARGS = _Args()
+_PH, _PID, _TID = attrgetter("ph"), attrgetter("pid"), attrgetter("tid")
+
+
+class _Event(msgspec.Struct, frozen=True, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: _Args = _NO_ARGS
+
+
+class _Doc(msgspec.Struct, gc=False):
+    traceEvents: list[_Event] | None = None
+    distributedInfo: Any = None
+    baseTimeNanoseconds: int | None = None
+    deviceProperties: Any = None
+    hostName: Any = None
+    host_name: Any = None
+
+
+class _TsOnly(msgspec.Struct, frozen=True, gc=False):
+    ph: str = ""
+    ts: Decimal = Decimal(0)
+
+
+class _TsDoc(msgspec.Struct, gc=False):
+    traceEvents: list[_TsOnly] | None = None
+
+
+# A trace may also be a bare JSON array of events (Chrome "JSON Array Format").
+_STRICT = msgspec.json.Decoder(_Doc | list[_Event])
+_LAX = msgspec.json.Decoder(_Doc | list[_Event], strict=False)  # "12" -> 12 etc.
+_TS_EXACT = msgspec.json.Decoder(_TsDoc | list[_TsOnly])
+_GENERIC = msgspec.json.Decoder()
+
+# _us_to_ns is exact below 2**43 µs (about 100 days); beyond, decode decimals.
+_EXACT_TS_LIMIT_US = float(2**43)
+
+_RANK_IN_NAME = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?!\d)")
+
+_INT_ARG_FIELDS = (
+    "correlation", "external_id", "stream", "device", "wait_on_stream", "wait_on_corr",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device",
+)  # fmt: skip
+
+
+@dataclass
+class _Parsed:
+    """One rank file as compact columns (what a worker sends back)."""
+
+    path: str
+    meta: RankMeta
+    ints: dict[str, np.ndarray]
+    cats: dict[str, tuple[np.ndarray, list[str]]]  # column -> (codes, categories)
+    n: int = 0
+
+
+def _decode_error(sp: str, data: bytes, e: Exception) -> _FileError:
+    msg = str(e)
+    if "truncated" in msg:
+        return _FileError(
+            sp,
+            "invalid JSON: the file ends early (truncated)",
+            "re-copy the file or re-export the trace (the writer was probably interrupted)",
+        )
+    m = re.search(r"byte (\d+)", msg)
+    where = ""
+    if m:
+        pos = int(m.group(1))
+        line = data.count(b"\n", 0, pos) + 1
+        where = f" at byte {pos} (line {line})"
+    reason = msg.split(" - ")[0].replace("JSON is malformed: ", "")
+    reason = re.sub(r"\s*\(byte \d+\)", "", reason)
+    return _FileError(
+        sp,
+        f"invalid JSON{where}: {reason}",
+        "this is not a valid Chrome trace; re-export it with the PyTorch profiler",
+    )
+
+
+def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
+    """-> (top-level fields, events); raises _FileError for malformed files."""
+    gc_was = gc.isenabled()
+    gc.disable()  # millions of small objects: generational GC passes only cost time
+    try:
+        try:
+            doc = _STRICT.decode(data)
+        except msgspec.ValidationError:  # a value of an unexpected type somewhere
+            try:
+                doc = _LAX.decode(data)
+            except msgspec.ValidationError:
+                doc = _decode_sanitised(sp, data)
+    except msgspec.DecodeError as e:  # malformed JSON (found by any of the decoders)
+        raise _decode_error(sp, data, e) from None
+    finally:
+        if gc_was:
+            gc.enable()
+    if isinstance(doc, list):
+        return {}, doc
+    if doc.traceEvents is None:
+        raise _FileError(
+            sp,
+            "no 'traceEvents' list (not a PyTorch profiler trace)",
+            "pass the file written by torch.profiler's export_chrome_trace / "
+            "tensorboard_trace_handler",
+        )
+    top = {
+        "distributedInfo": doc.distributedInfo,
+        "baseTimeNanoseconds": doc.baseTimeNanoseconds,
+        "deviceProperties": doc.deviceProperties,
+        "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
+    }
+    return top, doc.traceEvents
+
+
+def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
+    """Slow path for files whose values have unexpected types: drop such values
+    (an unusable arg is treated as absent) rather than reject the whole file."""
+    raw = _GENERIC.decode(data)
+    evs_raw = (
+        raw if isinstance(raw, list) else raw.get("traceEvents") if isinstance(raw, dict) else None
+    )
+    if not isinstance(raw, (list, dict)):
+        raise _FileError(sp, "top-level JSON value is not an object", "pass a Chrome trace file")
+    events: list[_Event] = []
+    if evs_raw is not None:
+        if not isinstance(evs_raw, list):
+            raise _FileError(sp, "'traceEvents' is not a list", "pass a Chrome trace file")
+        for i, ev in enumerate(evs_raw):
+            if not isinstance(ev, dict):
+                continue
+            events.append(_sanitise_event(sp, i, ev))
+    if isinstance(raw, list):
+        return events
+    base = raw.get("baseTimeNanoseconds")
+    return _Doc(
+        traceEvents=events if evs_raw is not None else None,
+        distributedInfo=raw.get("distributedInfo"),
+        baseTimeNanoseconds=base if isinstance(base, int) and not isinstance(base, bool) else None,
+        deviceProperties=raw.get("deviceProperties"),
+        hostName=raw.get("hostName", raw.get("host_name")),
+    )
+
+
+_EVENT_TYPES = {fi.name: fi.type for fi in msgspec.structs.fields(_Event)}
+
+
+def _sanitise_event(sp: str, i: int, ev: dict) -> _Event:
+    args = ev.get("args")
+    clean_args = _NO_ARGS
+    if isinstance(args, dict):
+        kw = {}
+        for fi in msgspec.structs.fields(_Args):
+            if fi.encode_name in args:
+                try:
+                    kw[fi.name] = msgspec.convert(args[fi.encode_name], fi.type, strict=False)
+                except (msgspec.ValidationError, TypeError):
+                    pass
+        clean_args = _Args(**kw)
+    out: dict[str, Any] = {"args": clean_args}
+    for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur"):
+        if f not in ev or ev[f] is None:
+            continue
+        try:
+            out[f] = msgspec.convert(ev[f], _EVENT_TYPES[f], strict=False)
+        except (msgspec.ValidationError, TypeError):
+            if f in ("ts", "dur") and ev.get("ph") == "X":
+                raise _FileError(
+                    sp,
+                    f"traceEvents[{i}].{f} is {ev[f]!r}, not a number",
+                    "fix or re-export the trace",
+                ) from None
+            if f in ("ph", "cat", "name"):
+                out[f] = str(ev[f])
+    return _Event(**out)
+
+
+# --------------------------------------------------------------------------- #
+# One file -> columns                                                          #
+# --------------------------------------------------------------------------- #
+
+
+def _rank_from_name(path: Path) -> int | None:
+    found = {int(m) for m in _RANK_IN_NAME.findall(path.name)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _json_int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
+_THREAD_LABEL = re.compile(r"\(([^()]*)\)\s*$")
+
+
+def _pick_thread_name(labels: list[str], process_name: str | None) -> str:
+    """One name for a thread that Kineto named more than once.
+
+    A gloo runloop thread can appear both as "thread 9500 (python)" (the name it
+    inherited from its process) and "thread 9500 (pt_gloo_runloop)", in either
+    order: prefer a name that is not the inherited process name, else the first.
+    """
+    if len(labels) == 1:
+        return labels[0]
+    generic = {process_name or "python", "python"}
+    for label in labels:
+        m = _THREAD_LABEL.search(label)
+        if (m.group(1) if m else label) not in generic:
+            return label
+    return labels[0]
+
+
+def _factorize(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(np.array(values, dtype=object), sort=False)
+    return codes.astype(np.int32, copy=False), [str(u) for u in uniques]
+
+
+def _us_to_ns(us: np.ndarray) -> np.ndarray:
+    """float µs -> int64 ns, rounded to the nearest ns, exact for |us| < 2**43.
+
+    ``rint(us * 1000.0)`` rounds the product first and is 1 ns off for ~0.5% of
+    values around 5e12 µs. Here ``hi = floor(us)`` (< 2**43, so ``hi * 1000`` is
+    an exact integer below 2**53) and ``us - hi`` (exact, few significant bits,
+    so ``frac * 1000`` is exact too): the only rounding left is the final rint.
+    """
+    hi = np.floor(us)
+    return (hi * 1000.0).astype(np.int64) + np.rint((us - hi) * 1000.0).astype(np.int64)
+
+
+def _exact_ts_ns(sp: str, data: bytes) -> np.ndarray:
+    """Absolute µs timestamps decoded as decimals -> exact int64 ns (X events only)."""
+    try:
+        doc = _TS_EXACT.decode(data)
+    except msgspec.MsgspecError as e:  # pragma: no cover - the fast decode succeeded
+        raise _decode_error(sp, data, e) from None
+    evs = doc if isinstance(doc, list) else doc.traceEvents or []
+    q = Decimal(1)
+    return np.fromiter(
+        (int((e.ts * 1000).quantize(q, rounding=ROUND_HALF_EVEN)) for e in evs if e.ph == "X"),
+        dtype=np.int64,
+    )
+
+
+def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
+    """Rank and per-rank metadata from the top-level keys of one file."""
+    dist = top.get("distributedInfo")
+    if isinstance(dist, str):  # some writers store it as an embedded JSON string
+        try:
+            dist = msgspec.json.decode(dist)
+        except msgspec.DecodeError:
+            dist = None
+    if not isinstance(dist, dict):
+        dist = {}
+    rank = _json_int(dist.get("rank"))
+    if rank is not None and rank_arg is not None and rank != rank_arg:
+        raise _FileError(
+            path_s,
+            f"distributedInfo.rank is {rank} but rank={rank_arg} was given",
+            "drop the rank argument (the file names its rank)",
+        )
+    if rank is None:
+        rank = rank_arg if rank_arg is not None else _rank_from_name(Path(path_s))
+    if rank is None:
+        raise _FileError(
+            path_s,
+            "no distributedInfo.rank in the file and no unambiguous rank in its name",
+            "give the rank (--rank N / rank=N) or name the file like rank3.json",
+        )
+    pg = dist.get("pg_config")
+    if isinstance(pg, dict):  # older writers: {pg_name: {...}}
+        pg = [{"pg_name": k, **v} if isinstance(v, dict) else {"pg_name": k} for k, v in pg.items()]
+    elif not isinstance(pg, list):
+        pg = []
+    dev_props = top.get("deviceProperties")
+    base = top.get("baseTimeNanoseconds")
+    host = top.get("hostName")
+    return RankMeta(
+        rank=rank,
+        path=path_s,
+        world_size=_json_int(dist.get("world_size")),
+        backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+        base_time_ns=base or 0,
+        host=host if isinstance(host, str) else None,
+        pg_config=[p for p in pg if isinstance(p, dict)],
+        device_properties=[d for d in dev_props if isinstance(d, dict)]
+        if isinstance(dev_props, list)
+        else [],
+    )
+
+
+@dataclass
+class _Part:
+    """Columns of a run of events (a whole file, or one chunk of a big file).
+
+    String pids/tids are not interned here (a chunk cannot know the ids other
+    chunks use): their rows hold 0 and are listed in ``str_rows``."""
+
+    n: int
+    ints: dict[str, np.ndarray]
+    cats: dict[str, tuple[np.ndarray, list[str]]]
+    str_rows: dict[str, tuple[np.ndarray, list[str]]]  # "pid"/"tid" -> (rows, values)
+    meta_events: list[tuple[str, int | str, int | str, str]]  # (name, pid, tid, label)
+
+
+def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list[str]] | None]:
+    """int | str values -> int64 column (strings as 0) + (rows, strings) of the strings."""
+    if not any(isinstance(v, str) for v in set(values)):
+        return np.fromiter(values, np.int64, n), None
+    rows = [i for i, v in enumerate(values) if isinstance(v, str)]
+    strs = [values[i] for i in rows]
+    col = np.fromiter((0 if isinstance(v, str) else v for v in values), np.int64, n)
+    return col, (np.asarray(rows, dtype=np.int64), strs)
+
+
+def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str) -> _Part:
+    """Decoded events -> columns. ``src``: the bytes they came from (for exact ts)."""
+    meta_events = [
+        (e.name, e.pid, e.tid, e.args.name)
+        for e in compress(events, map("M".__eq__, map(_PH, events)))
+        if isinstance(e.args.name, str)
+    ]
+    xs = list(compress(events, map("X".__eq__, map(_PH, events))))
+    n = len(xs)
+    ts_us = np.fromiter(map(attrgetter("ts"), xs), dtype=np.float64, count=n)
+    if base is None and n and float(np.abs(ts_us).max()) >= _EXACT_TS_LIMIT_US:
+        ts = _exact_ts_ns(sp, src)
+        assert len(ts) == n
+    else:
+        ts = _us_to_ns(ts_us)
+        if base:
+            ts += np.int64(base)
+    del ts_us
+    dur = _us_to_ns(np.fromiter(map(attrgetter("dur"), xs), dtype=np.float64, count=n))
+    ints: dict[str, np.ndarray] = {"ts": ts, "dur": dur}
+    str_rows = {}
+    for col, get in (("pid", _PID), ("tid", _TID)):
+        ints[col], strs = _id_column(list(map(get, xs)), n)
+        if strs is not None:
+            str_rows[col] = strs
+    args = list(map(attrgetter("args"), xs))
+    for f in _INT_ARG_FIELDS:
+        ints[f] = np.fromiter(map(attrgetter(f), args), np.int64, n)
+    cats = {
+        "cat": _factorize(list(map(attrgetter("cat"), xs))),
+        "name": _factorize(list(map(attrgetter("name"), xs))),
+        "coll_name": _factorize(list(map(attrgetter("coll_name"), args))),
+        "pg_name": _factorize(list(map(attrgetter("pg_name"), args))),
+    }
+    return _Part(n=n, ints=ints, cats=cats, str_rows=str_rows, meta_events=meta_events)
+
+
+def _merge_cats(pieces: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Concatenate factorized pieces onto their sorted union of categories."""
+    cats = sorted(set().union(*(u for _, u in pieces)))
+    index = {c: i for i, c in enumerate(cats)}
+    out = []
+    for codes, uniques in pieces:
+        remap = np.fromiter((index[x] for x in uniques), np.int32, len(uniques))
+        out.append(remap[codes] if len(uniques) else codes.astype(np.int32))
+    return (np.concatenate(out) if out else np.empty(0, np.int32)), cats
+
+
+def _modern_categories(
+    codes: np.ndarray, cats: list[str], meta: RankMeta
+) -> tuple[np.ndarray, list[str]]:
+    """Older Kineto category names (``Kernel``, ``Memcpy``, ``Runtime`` ...) -> today's;
+    the renames made are recorded in ``meta.renamed_categories``."""
+    old = [c for c in cats if c in LEGACY_CATEGORIES]
+    if not old:
+        return codes, cats
+    meta.renamed_categories = {c: LEGACY_CATEGORIES[c] for c in old}
+    renamed = [LEGACY_CATEGORIES.get(c, c) for c in cats]
+    new = sorted(set(renamed))
+    index = {c: i for i, c in enumerate(new)}
+    remap = np.fromiter((index[c] for c in renamed), np.int32, len(renamed))
+    return remap[codes], new
+
+
+def _clamp_negative_durations(ints: dict, cats: dict, meta: RankMeta) -> None:
+    """A negative ``dur`` cannot be measured time: read it as 0 and record what and how
+    many (the analysis turns this into a note; it is never silent)."""
+    dur = ints["dur"]
+    neg = dur < 0
+    if not neg.any():
+        return
+    codes, names = cats["cat"]
+    per = np.bincount(codes[neg], minlength=len(names))
+    meta.negative_durations = {names[i]: int(n) for i, n in enumerate(per) if n}
+    worst = int(np.argmin(dur))
+    ncodes, nnames = cats["name"]
+    meta.worst_negative = (names[codes[worst]], nnames[ncodes[worst]], int(dur[worst]))
+    ints["dur"] = np.where(neg, 0, dur)
+
+
+def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
+    """Parts of one file -> its sorted columns; string ids interned; metadata resolved."""
+    n = sum(p.n for p in parts)
+    meta.n_events = n
+    ints = {k: np.concatenate([p.ints[k] for p in parts]) for k in parts[0].ints}
+    cats = {k: _merge_cats([p.cats[k] for p in parts]) for k in parts[0].cats}
+    cats["cat"] = _modern_categories(*cats["cat"], meta)
+    _clamp_negative_durations(ints, cats, meta)
+    meta_events = [m for p in parts for m in p.meta_events]
+
+    # string pids / tids -> negative ids below every real (possibly negative) id
+    ids: dict[str, dict[str, int]] = {}
+    for k, pos in (("pid", 1), ("tid", 2)):
+        strs = {s for p in parts if k in p.str_rows for s in p.str_rows[k][1]}
+        strs |= {m[pos] for m in meta_events if isinstance(m[pos], str)}
+        ints_meta = [m[pos] for m in meta_events if not isinstance(m[pos], str)]
+        lo = min([0, *ints_meta, int(ints[k].min()) if n else 0])
+        ids[k] = {s: lo - 1 - i for i, s in enumerate(sorted(strs))}
+        offset = 0
+        for p in parts:
+            if k in p.str_rows:
+                rows, vals = p.str_rows[k]
+                ints[k][rows + offset] = np.fromiter((ids[k][v] for v in vals), np.int64, len(vals))
+            offset += p.n
+    meta.pid_labels = {v: s for s, v in ids["pid"].items()}
+
+    def pid_of(v: int | str) -> int:
+        return ids["pid"][v] if isinstance(v, str) else v
+
+    def tid_of(v: int | str) -> int:
+        return ids["tid"][v] if isinstance(v, str) else v
+
+    names: dict[tuple[int, int], list[str]] = {}
+    for name, pid, tid, label in meta_events:
+        if name == "thread_name":
+            names.setdefault((pid_of(pid), tid_of(tid)), []).append(label)
+        elif name == "process_name":
+            meta.process_names.setdefault(pid_of(pid), label)
+    for key, labels in names.items():
+        meta.thread_names[key] = _pick_thread_name(labels, meta.process_names.get(key[0]))
+    tid_label = {v: s for s, v in ids["tid"].items() if s}
+    if tid_label:  # a string tid ("PyTorch Profiler") is its own best label
+        mask = np.isin(ints["tid"], np.fromiter(tid_label, np.int64, len(tid_label)))
+        for pid, tid in set(zip(ints["pid"][mask].tolist(), ints["tid"][mask].tolist())):
+            meta.thread_names.setdefault((pid, tid), tid_label[tid])
+
+    ts = ints["ts"]
+    if n and not bool(np.all(ts[1:] >= ts[:-1])):  # sorted by ts, file order breaks ties
+        order = np.argsort(ts, kind="stable")
+        ints = {k: v[order] for k, v in ints.items()}
+        cats = {k: (c[order], u) for k, (c, u) in cats.items()}
+    return _Parsed(path=path_s, meta=meta, ints=ints, cats=cats, n=n)
+
+
+def _parse_whole(path_s: str, data: bytes | bytearray, rank_arg: int | None) -> _Parsed:
+    top, events = _decode(path_s, data)
+    meta = _meta_from_top(path_s, top, rank_arg)
+    part = _events_to_part(events, top.get("baseTimeNanoseconds"), data, path_s)
+    del events, data
+    return _finish(path_s, meta, [part])

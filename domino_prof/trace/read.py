@@ -1,0 +1,180 @@
+"""Reading a trace file's JSON text: plain files, gzip (inflated in-process with
+:mod:`zlib`, detected by its magic bytes, not the suffix), FIFOs and ``<(cmd)`` pipes
+(read exactly once, gzip inflated as it arrives). Errors are :class:`FileError`
+values that name the file, the problem and the fix (they pickle, so a worker process
+can send them back; the loader raises them as ``TraceError``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import zlib
+from pathlib import Path
+
+
+class _FileError(Exception):
+    """A per-file problem, raised as TraceError by the parent (picklable)."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        super().__init__(path, problem, fix)
+        self.path, self.problem, self.fix = path, problem, fix
+
+
+def _read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
+    """The file's JSON text (gzip inflated); a bytearray when ``mutable``."""
+    sp = str(path)
+    try:
+        if mutable:
+            with path.open("rb") as f:
+                data = bytearray(os.fstat(f.fileno()).st_size)
+                got = f.readinto(data)
+                del data[got:]
+        else:
+            data = path.read_bytes()
+    except FileNotFoundError:
+        raise _FileError(sp, "no such file", "check the path") from None
+    except PermissionError:
+        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+    except IsADirectoryError:
+        raise _FileError(sp, "is a directory", "pass the directory itself") from None
+    except OSError as e:
+        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(bytes(data), sp)
+        if mutable:
+            data = bytearray(data)
+    if not data[:4096].strip() and not data.strip():  # strip() copies: only when needed
+        raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
+    return data
+
+
+def _gunzip(data: bytes, sp: str) -> bytes:
+    """Inflate all gzip members; a stream that stops early is a truncated file."""
+    parts = []
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            parts.append(d.decompress(data))
+            parts.append(d.flush())
+        except zlib.error as e:
+            raise _FileError(
+                sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
+            ) from None
+        if not d.eof:
+            raise _FileError(
+                sp,
+                "truncated gzip file (the compressed stream ends early)",
+                "re-copy the file or re-export the trace (the writer was probably interrupted)",
+            )
+        data = d.unused_data
+        if data and data[:2] != b"\x1f\x8b":
+            break  # trailing garbage after the last member: ignore, as gzip does
+    parts = [x for x in parts if x]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file (after symlinks); False for FIFOs, ``<(cmd)`` pipes, devices."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # let the read report the problem
+
+
+_STREAM_READ = 1 << 20
+
+
+def _read_stream(path: Path) -> bytearray:
+    """The JSON text of a FIFO, a ``<(cmd)`` pipe or another non-regular file, read
+    exactly once (a second open would block on a FIFO or miss what was read), in 1 MB
+    reads; gzip is inflated as the data arrives, so the compressed bytes are never
+    all held. Errors as for files."""
+    sp = str(path)
+    try:
+        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise _FileError(sp, "no such file", "check the path") from None
+    except PermissionError:
+        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+    except OSError as e:
+        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+    out = bytearray()
+    gz: _StreamGunzip | None = None
+    first = True
+    with f:
+        while True:
+            try:
+                chunk = f.read(_STREAM_READ)
+            except OSError as e:
+                raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+            if not chunk:
+                break
+            if first:
+                first = False
+                if chunk[:2] == b"\x1f\x8b":
+                    gz = _StreamGunzip(sp)
+            if gz is None:
+                out += chunk
+            else:
+                gz.feed(chunk, out)
+    if gz is not None:
+        gz.finish()
+    if not out.strip():
+        raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
+    return out
+
+
+class _StreamGunzip:
+    """Incremental gzip inflation of all members (trailing garbage ignored, as gzip does)."""
+
+    def __init__(self, sp: str) -> None:
+        self.sp = sp
+        self.d = zlib.decompressobj(wbits=31)
+        self.started = False  # the current member has received data
+        self.ignore = False  # after the last member: trailing garbage
+
+    def feed(self, data: bytes, out: bytearray) -> None:
+        while data and not self.ignore:
+            if not self.started and len(data) >= 2 and data[:2] != b"\x1f\x8b":
+                self.ignore = True  # not a new member: trailing garbage
+                return
+            self.started = True
+            try:
+                out += self.d.decompress(data)
+            except zlib.error as e:
+                raise _FileError(
+                    self.sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
+                ) from None
+            if not self.d.eof:
+                return
+            data = self.d.unused_data
+            self.d = zlib.decompressobj(wbits=31)
+            self.started = False
+
+    def finish(self) -> None:
+        if self.started and not self.ignore:
+            raise _FileError(
+                self.sp,
+                "truncated gzip file (the compressed stream ends early)",
+                "re-copy the file or re-export the trace (the writer was probably interrupted)",
+            )
+
+
+def _uncompressed_size(path: Path) -> int:
+    """File size, or for gzip the size stored in its trailer (mod 4 GiB); 0 for a FIFO
+    or pipe, which must not be opened twice (its data would be consumed)."""
+    if not _is_regular(path):
+        return 0
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            if f.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            f.seek(-4, os.SEEK_END)
+            isize = int.from_bytes(f.read(4), "little")
+        # ISIZE wraps at 4 GiB; deflate ratio of JSON is rarely above 20x
+        while isize < size:
+            isize += 1 << 32
+        return isize
+    except OSError:
+        return 0
