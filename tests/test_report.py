@@ -395,7 +395,7 @@ def test_write_report_mapping_is_a_run_report(tmp_path, dom):
     run = json.loads((make_run_dir(tmp_path / "run") / "run.json").read_text())
     html = write_report({"tp": dom, "domino": dom}, tmp_path / "r.html", run=run).read_text()
     assert html.index("Mode: domino") < html.index("Mode: tp")
-    assert "All modes" in html and len(figure_specs(html)) == 1 + 2 * 4
+    assert "All modes" in html and len(figure_specs(html)) == 1 + 2 * 5
 
 
 def test_compare_page(tmp_path, dom):
@@ -468,7 +468,7 @@ def test_cli_report_run_with_unanalysable_mode(tmp_path):
     assert res.exit_code == 0, res.output
     html = (run / "report.html").read_text()
     assert "Mode: nocomm" in html and "Not analysed:" in html and "no device activity" in html
-    assert len(figure_specs(html)) == 1 + 2 * 4  # modes chart + tp and domino figures
+    assert len(figure_specs(html)) == 1 + 2 * 5  # modes chart + tp and domino figures
     # a plain trace (no run around it) without device activity: same, exit 0
     plain = b.write(tmp_path / "rank0.pt.trace.json")
     res = CliRunner().invoke(app, ["report", str(plain), "-o", str(tmp_path / "n.html")])

@@ -79,15 +79,15 @@ def test_run_report_renders(tmp_path):
     out = write_run_report(analyses, tmp_path / "run.html", run=src.run.doc)
     figs, summary = check_page(out, "report-run.png")
     # mode comparison (1 trace) + per mode: timeline (3), heatmap (2), ops (2),
-    # launch delays (1), skew: all ranks start together -> a note, not a figure
-    assert [f["expected"] for f in figs] == [1, 3, 2, 2, 1, 3, 2, 2, 1]
+    # collective types (2), launch delays (1), skew: all ranks start together -> a note
+    assert [f["expected"] for f in figs] == [1, 3, 2, 2, 2, 1, 3, 2, 2, 2, 1]
     assert summary["notes"] >= 4
 
 
 def test_single_report_renders(tmp_path):
     a = analyze(load_trace(domino_trace(tmp_path / "t")))
     figs, _ = check_page(write_report(a, tmp_path / "r.html"), "report-single.png")
-    assert len(figs) == 4
+    assert len(figs) == 5
 
 
 def test_no_comm_report_renders(tmp_path):
@@ -117,8 +117,9 @@ def test_real_h200_run_report(tmp_path):
     out = write_run_report(analyses, tmp_path / "h200.html", run=src.run.doc)
     figs, _ = check_page(out, "report-h200.png")
     # modes | domino: timeline (compute, hidden, exposed, memory), heatmap fwd/bwd, ops,
-    # switch gaps, launch delays, skew | tp: timeline (no hidden), heatmap, ops, launch, skew
-    assert [f["expected"] for f in figs] == [1, 4, 2, 2, 1, 1, 2, 3, 2, 2, 1, 2]
+    # collective types, switch gaps, launch delays, skew | tp: timeline (no hidden),
+    # heatmap, ops, collective types, launch, skew
+    assert [f["expected"] for f in figs] == [1, 4, 2, 2, 2, 1, 1, 2, 3, 2, 2, 2, 1, 2]
 
 
 def test_unanalysable_trace_page_renders(tmp_path):

@@ -21,7 +21,15 @@ from domino_prof.analysis.results import Note, Overheads
 
 SCHEMA = "domino-prof/analysis"
 VERSION = 1
-TABLES = ("by_rank", "by_stream", "by_collective", "by_op", "by_phase", "by_iteration")
+TABLES = (
+    "by_rank",
+    "by_stream",
+    "by_collective",
+    "by_collective_type",
+    "by_op",
+    "by_phase",
+    "by_iteration",
+)
 
 
 @dataclass
@@ -36,6 +44,7 @@ class Analysis:
     by_rank: pd.DataFrame
     by_stream: pd.DataFrame
     by_collective: pd.DataFrame
+    by_collective_type: pd.DataFrame  # per (rank, all_reduce | reduce_scatter | all_gather ...)
     by_op: pd.DataFrame
     by_phase: pd.DataFrame
     by_iteration: pd.DataFrame

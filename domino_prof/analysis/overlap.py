@@ -189,6 +189,36 @@ def _on_all(all_keys: pd.DataFrame, part: pd.DataFrame, keys: list[str]) -> pd.D
     return df
 
 
+# Collective type of a comm interval, from the profiler's "Collective name" argument
+# when present, else the kernel / op name (NCCL/RCCL kernels, gloo ops, symmetric-memory
+# and NVSHMEM kernels, c10d spans). Matched on the lower-cased name with '_' removed;
+# first match wins (so "reducescatter" is not taken for "reduce").
+COLLECTIVE_TYPES: tuple[tuple[str, str], ...] = (
+    ("reduce_scatter", r"reducescatter"),
+    ("all_gather", r"allgather"),
+    ("all_reduce", r"allreduce"),
+    ("all_to_all", r"alltoall"),
+    ("broadcast", r"broadcast|bcast"),
+    ("send_recv", r"sendrecv|send|recv|p2p|ptop"),
+    ("reduce", r"reduce"),
+    ("barrier", r"barrier"),
+    ("copy", r"memcpy|copy"),
+)
+
+
+def collective_type(name: pd.Series, coll_name: pd.Series) -> np.ndarray:
+    """Vectorised :data:`COLLECTIVE_TYPES` lookup; "other" when nothing matches."""
+    src = coll_name.astype(str).where(coll_name.astype(str) != "", name.astype(str))
+    key = src.str.lower().str.replace("_", "", regex=False)
+    out = np.full(len(key), "other", dtype=object)
+    free = np.ones(len(key), dtype=bool)
+    for typ, pat in COLLECTIVE_TYPES:
+        hit = free & key.str.contains(pat, regex=True).to_numpy()
+        out[hit] = typ
+        free &= ~hit
+    return out
+
+
 def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
     """All per-window tables (see docs/ARCHITECTURE.md section 2)."""
     f = cl.intervals
@@ -215,7 +245,19 @@ def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
         comm["start"].to_numpy(),
         comm["end"].to_numpy(),
     )
+    by_collective["collective"] = collective_type(comm["name"], comm["coll_name"])
     by_collective = _with_derived(by_collective)
+
+    # per collective type (all-reduce, reduce-scatter, all-gather, ...): the union of
+    # that type's comm intervals per rank, like every other group
+    typed = comm.assign(collective=collective_type(comm["name"], comm["coll_name"]))
+    tk = ["rank", "collective"]
+    by_collective_type = _with_derived(group_overlap(cl, tk, rows=typed))
+    counts = typed.groupby(tk, sort=False).size().rename("count").reset_index()
+    by_collective_type = by_collective_type.merge(counts, on=tk, how="left")
+    by_collective_type = by_collective_type[[*tk, "count", *NS_COLS, "hidden_pct"]].sort_values(
+        ["rank", "comm_ns"], ascending=[True, False], ignore_index=True
+    )
 
     # per op name (comm ops only)
     by_op = _with_derived(group_overlap(cl, ["rank", "op"]))
@@ -246,6 +288,7 @@ def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
         "by_rank": by_rank,
         "by_stream": by_stream,
         "by_collective": by_collective,
+        "by_collective_type": by_collective_type,
         "by_op": by_op,
         "by_phase": by_phase,
         "by_iteration": by_iteration,

@@ -195,6 +195,22 @@ def layer_grid(by_op: pd.DataFrame | None) -> pd.DataFrame:
     return out.sort_values(["phase", "layer", "block", "batch"]).reset_index(drop=True)[cols]
 
 
+def collective_type_table(by_type: pd.DataFrame | None) -> pd.DataFrame:
+    """Per collective type, pooled over ranks: ``collective, count, comm_ns, hidden_ns,
+    exposed_ns`` (sums) and ``hidden_pct``, largest comm first."""
+    cols = ["collective", "count", "comm_ns", "hidden_ns", "exposed_ns", "hidden_pct"]
+    if by_type is None or len(by_type) == 0:
+        return pd.DataFrame(columns=cols)
+    g = by_type.assign(collective=by_type["collective"].astype(str)).groupby(
+        "collective", sort=False
+    )
+    t = g[["count", "comm_ns", "hidden_ns", "exposed_ns"]].sum().reset_index()
+    t["hidden_pct"] = _pct(t["hidden_ns"].to_numpy(float), t["comm_ns"].to_numpy(float))
+    return t.sort_values(["comm_ns", "collective"], ascending=[False, True], ignore_index=True)[
+        cols
+    ]
+
+
 def op_table_all(by_op: pd.DataFrame | None) -> pd.DataFrame:
     """Like :func:`op_table` but keeping ops without comm (hidden_pct NaN)."""
     if by_op is None or len(by_op) == 0:

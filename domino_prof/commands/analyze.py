@@ -196,6 +196,19 @@ def by_table(a, by: By):
     return t
 
 
+def collective_type_table(a):
+    """Per (rank, collective type): all-reduce, reduce-scatter, all-gather, ..."""
+    df = a.by_collective_type
+    t = _table("By collective type", ["rank", "collective", "count", "comm ms", "hidden ms",
+                                      "exposed ms", "hidden %"],
+               {"count", "comm ms", "hidden ms", "exposed ms", "hidden %"})  # fmt: skip
+    for row in df.to_dict("records"):
+        t.add_row(str(row["rank"]), str(row["collective"]), str(row["count"]),
+                  ms(row["comm_ns"]), ms(row["hidden_ns"]), ms(row["exposed_ns"]),
+                  pct(row["hidden_pct"]))  # fmt: skip
+    return t
+
+
 def findings_renderable(overheads):
     if overheads is None or not overheads.get("findings"):
         return None
@@ -218,6 +231,8 @@ def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -
     if ops is not None:
         console.print(ops)
     if by is not None:
+        if by is By.collective:
+            console.print(collective_type_table(a))
         console.print(by_table(a, by))
     f = findings_renderable(a.overheads)
     if f is not None:

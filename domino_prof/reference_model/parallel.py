@@ -84,8 +84,9 @@ class TPComm:
         return _all_gather(out, t, group=self.group, async_op=async_op)
 
     def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
-        """out [n, ...] <- rows [r·n, (r+1)·n) of Σ_ranks t [R·n, ...] (gloo supports
-        reduce_scatter_tensor in the torch versions we pin, so no emulation is needed)."""
+        """out [n, ...] <- rows [r·n, (r+1)·n) of Σ_ranks t [R·n, ...]. gloo (CPU) has
+        reduce_scatter_tensor in the torch versions we pin, built inside gloo from an
+        all-reduce: CPU traces show it as ``gloo:all_reduce`` (docs/METRICS.md)."""
         if not self.enabled or self.size == 1:
             n = out.shape[0]
             out.copy_(t[self.rank * n : (self.rank + 1) * n])

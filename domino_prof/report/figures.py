@@ -379,6 +379,44 @@ def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
     return Section("ops", title, cap, fig, notes)
 
 
+def comm_by_collective_type(analysis: Any) -> Section:
+    """Hidden / exposed comm per collective type (all-reduce, reduce-scatter,
+    all-gather, ...), pooled over ranks."""
+    title = "Comm by collective type"
+    t = _get(analysis, "totals") or {}
+    if not t.get("comm_ns"):
+        return Section("collectives", title, "", Unavailable(
+            "No comm in this trace (no kernel matched the comm pattern)."))  # fmt: skip
+    types = tl.collective_type_table(_frame(analysis, "by_collective_type"))
+    if len(types) == 0:
+        return Section(
+            "collectives",
+            title,
+            "",
+            Unavailable("No per-collective-type results in this analysis."),
+        )
+    shown = types.iloc[::-1]
+    k = max(_n_steps(analysis), 1) * max(len(_get(analysis, "ranks") or [1]), 1)
+    fig = go.Figure()
+    for col, part in (("exposed_ns", "comm_exposed"), ("hidden_ns", "comm_hidden")):
+        fig.add_trace(go.Bar(
+            name=PART_LABELS[part], orientation="h", y=shown["collective"],
+            x=shown[col] / k / 1e3, marker={"color": COLORS[part]},
+            customdata=np.stack([_pct_text(shown["hidden_pct"]), shown["count"]], axis=1),
+            hovertemplate="%{y}<br>%{x:,.2f} µs per step and rank<br>hidden "
+                          "%{customdata[0]}, %{customdata[1]} instances<extra>"
+                          + PART_LABELS[part] + "</extra>",
+        ))  # fmt: skip
+    _base_layout(fig, height=120 + 28 * len(shown), barmode="stack")
+    fig.update_xaxes(title="µs per step and rank")
+    fig.update_yaxes(automargin=True)
+    cap = (
+        "The collective type comes from the profiler's 'Collective name' argument, else the "
+        "kernel or op name (docs/METRICS.md); each type's comm is the union of its intervals."
+    )
+    return Section("collectives", title, cap, fig)
+
+
 def _pct_text(v: pd.Series) -> np.ndarray:
     return np.array([fmt(x, ".1f", " %") for x in v.to_numpy(float)], dtype=object)
 
@@ -920,6 +958,7 @@ def analysis_sections(
         step_timeline(analysis),
         layer_heatmap(analysis),
         exposed_by_op(analysis),
+        comm_by_collective_type(analysis),
         switch_gaps(analysis),
         launch_delays(analysis),
         graph_candidates(analysis),
