@@ -23,8 +23,12 @@ Units per micro-batch b: ``attn`` and ``mlp`` of every layer, then the ``head``
 * backward (units reversed): segment D(u, b) = the norm backward of unit u+1
   (which needs unit u+1's reduced input gradient) + residual, then unit u's core
   backward up to the column-parallel input gradient ``dn`` (a partial sum); the
-  all-reduce of ``dn`` is launched, then W(u, b), the weight gradients of unit u,
-  runs while it is in flight; it is waited for right before D(u−1, b).
+  all-reduce of ``dn`` is launched and waited for right before D(u−1, b). The
+  weight gradients W(u) of unit u run once for all micro-batches (their inputs are
+  kept in [N, T, ·] buffers: one GEMM over N·T rows instead of N that each write and
+  re-read the weight-sized gradient), as the first part of the segment after the
+  last D(u, ·), so they overlap the last micro-batch's all-reduce. SP keeps them per
+  micro-batch.
 * ``tp``: one micro-batch, every collective waited for at once (synchronous
   Megatron TP). ``nocomm``: ``tp`` with collectives skipped (a throughput upper
   bound whose numbers are meaningless).
