@@ -19,9 +19,9 @@ runner held the host back to keep at most ``--graph-inflight`` graph launches qu
 (that is waiting for the GPU, not host work);
 ``peak_mem_gb`` peak memory *reserved* by the caching allocator over the timed steps
 (graph pools included: what the process holds), ``peak_alloc_gb`` the allocated
-peak. On CUDA, attention is forced to the flash kernel for ``plain`` too, so every
-row runs the same attention kernels as the schedules (the default choice is
-recorded in the JSON).
+peak. On CUDA, attention is forced to the schedules' kernel (``--attention``: flash,
+cudnn, or auto = cuDNN on Hopper) for ``plain`` too, so every row runs the same
+attention kernels (the kernel, and SDPA's own default choice, are recorded in the JSON).
 
 Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",
 "issue_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
@@ -45,6 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from domino_prof.reference_model import units
 from domino_prof.reference_model.config import preset
 from domino_prof.reference_model.parallel import TPComm, build_reference, shard_model
 from domino_prof.reference_model.schedule import StepRunner
@@ -74,7 +75,10 @@ def _sdpa_ctx(dev, dtype):
     if dev.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        return sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        kernel = units.attention_kernel(dev, dtype)  # the schedules' (--attention)
+        return sdpa_kernel(
+            SDPBackend.CUDNN_ATTENTION if kernel == "cudnn" else SDPBackend.FLASH_ATTENTION
+        )
     import contextlib
 
     return contextlib.nullcontext()
@@ -296,7 +300,10 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--graph-inflight", type=int, default=8, help="StepRunner.graph_inflight (0: no throttle)"
     )
+    ap.add_argument("--attention", default="auto", choices=units.ATTENTION_KERNELS,
+                    help="fused attention kernel on CUDA (units.set_attention)")  # fmt: skip
     a = ap.parse_args(argv)
+    units.set_attention(a.attention)
     global GRAPH_INFLIGHT
     GRAPH_INFLIGHT = a.graph_inflight
     dev = torch.device(
@@ -334,6 +341,7 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "step": "forward + backward, no optimizer",
         "graph_inflight": a.graph_inflight,
+        "attention": units.attention_kernel(dev, dtype),
     }
     if cuda:
         q = torch.empty(1, cfg.n_heads, seq, cfg.head_dim, device=dev, dtype=dtype)

@@ -60,7 +60,12 @@ def concurrency_from_trace(path: Path) -> dict:
     }
 
 
-def run(rank: int, world: int, port: int, out: str, backend: str = "nccl") -> None:
+def run(
+    rank: int, world: int, port: int, out: str, backend: str = "nccl", attention: str = "auto"
+) -> None:
+    from domino_prof.reference_model import units
+
+    units.set_attention(attention)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     dev = torch.device("cuda", rank if backend == "nccl" else 0)
     torch.cuda.set_device(dev)
@@ -75,6 +80,7 @@ def run(rank: int, world: int, port: int, out: str, backend: str = "nccl") -> No
     # reference in fp32 (the truth), schedules in bf16 and in fp32
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=seed, device=dev, dtype=torch.float32)
     res["reference_loss_fp32"] = ref_loss
+    res["attention_bf16"] = units.attention_kernel(dev, torch.bfloat16)
     variants = [  # (name, splits, overlap, sp, graphs, compile)
         ("tp", 1, False, False, False, False),
         ("domino", 2, True, False, False, False),
@@ -148,9 +154,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--attention", default="auto", choices=("auto", "flash", "cudnn"),
+                    help="the schedules' attention kernel (units.set_attention)")  # fmt: skip
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
                     help="gloo: every rank on cuda:0 (see the module doc)")  # fmt: skip
     a = ap.parse_args()
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend), nprocs=a.tp)
+    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend, a.attention), nprocs=a.tp)
     sys.exit(0)

@@ -293,6 +293,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "versions": res["versions"],
         "devices": res["devices"],
         "backend": res["backend"],
+        "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
         "modes": modes,
         "notes": [],
     }

@@ -45,6 +45,8 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
         "cpu",
         "gloo",
     )
+    # CPU: PyTorch's CPU flash kernel whatever --attention says (auto by default)
+    assert (cfg["attention"], run["attention"]) == ("auto", "flash")
     dom = run["modes"]["domino"]
     n_steps = cfg["warmup_steps"] + cfg["timed_steps"] + 1 + cfg["profile_steps"]
     assert len(dom["losses"]) == n_steps
@@ -128,6 +130,8 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
         (["--model", "gpt2"], "unknown model preset 'gpt2'"),
         (["--device", "cuda"], "no CUDA GPU is visible"),
         (["--cuda-graphs"], "--cuda-graphs needs --device cuda"),
+        (["--attention", "cudnn"], "--attention cudnn needs --device cuda"),
+        (["--attention", "triton"], "unknown --attention 'triton'; use auto, flash or cudnn"),
         (["--reanalyze", "/nonexistent/dir"], "no run.json here"),
     ],
 )

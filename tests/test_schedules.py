@@ -206,3 +206,23 @@ def test_sp_needs_seq_divisible_by_tp():
     with pytest.raises(ConfigError, match="--seq 30 is not divisible by --tp 4"):
         RunConfig(model=tiny(), tp=4, seq=30, modes=("domino-sp",)).validate()
     RunConfig(model=tiny(), tp=4, seq=30, modes=("domino",)).validate()  # AR TP: no constraint
+
+
+def test_attention_kernel_setting():
+    """--attention picks the CUDA kernel; CPU keeps its flash kernel whatever is set, and
+    an unknown kernel is refused."""
+    from domino_prof.reference_model import units
+
+    try:
+        for kind in units.ATTENTION_KERNELS:
+            units.set_attention(kind)
+            assert units.attention_kernel("cpu", torch.float32) == "flash"
+            assert units.attention_kernel("cpu", torch.bfloat16) == "flash"
+        units.set_attention("flash")
+        with pytest.raises(ValueError, match="must be one of"):
+            units.set_attention("triton")
+        assert units._attention == "flash"  # the refused value changed nothing
+    finally:
+        units.set_attention("auto")
+    with pytest.raises(ConfigError, match="needs --device cuda"):
+        RunConfig(model=tiny(), attention="cudnn").validate()

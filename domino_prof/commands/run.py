@@ -114,6 +114,11 @@ def register(app: typer.Typer) -> None:
         high_priority_comm: bool = typer.Option(
             False, help="Run NCCL collectives on a high-priority CUDA stream."
         ),
+        attention: str = typer.Option(
+            "auto",
+            help="Fused attention kernel on CUDA (bf16): flash, cudnn, or auto (cuDNN on "
+            "Hopper, else flash).",
+        ),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
         reanalyze: Path = typer.Option(
             None,
@@ -171,6 +176,7 @@ def register(app: typer.Typer) -> None:
             cuda_graphs=cuda_graphs,
             compile=compile,
             high_priority_comm=high_priority_comm,
+            attention=attention,
         ).validate()
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"

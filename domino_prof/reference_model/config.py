@@ -126,6 +126,7 @@ class RunConfig:
     cuda_graphs: bool = False
     compile: bool = False  # torch.compile every schedule segment
     high_priority_comm: bool = False  # NCCL collectives on a high-priority CUDA stream
+    attention: str = "auto"  # fused attention kernel on CUDA: auto | flash | cudnn
 
     def validate(self) -> RunConfig:
         m = self.model
@@ -173,6 +174,10 @@ class RunConfig:
             raise ConfigError("--cuda-graphs needs --device cuda")
         if self.high_priority_comm and self.device != "cuda":
             raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
+        if self.attention not in ("auto", "flash", "cudnn"):
+            raise ConfigError(f"unknown --attention {self.attention!r}; use auto, flash or cudnn")
+        if self.attention == "cudnn" and self.device != "cuda":
+            raise ConfigError("--attention cudnn needs --device cuda (cuDNN's attention kernel)")
         if self.dtype == "float16":
             raise ConfigError(
                 "--dtype float16 is not supported: the reference model has no loss scaling, "

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from domino_prof.io import atomic_write_json
+from domino_prof.reference_model import units
 from domino_prof.reference_model.config import OVERLAP_MODES, SP_MODES, RunConfig
 from domino_prof.reference_model.parallel import TPComm, shard_model
 from domino_prof.reference_model.schedule import StepRunner
@@ -238,6 +239,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
     # destroy_process_group cannot join gloo's threads (aborts at exit): import it first
     import torch.distributed.nn
 
+    units.set_attention(cfg.attention)
     use_cuda = cfg.device == "cuda"
     backend = "nccl" if use_cuda else "gloo"
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -315,6 +317,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
                 "devices": devices,
                 "world_size": world,
                 "backend": backend,
+                "attention": units.attention_kernel(device, DTYPES.get(cfg.dtype)),
             },
         )
     dist.barrier()
