@@ -40,7 +40,7 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
     CommFamily,
 )
-from domino_prof.errors import TraceError
+from domino_prof.errors import NoActivityError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
 KINDS = ("compute", "comm", "memory")
@@ -116,16 +116,16 @@ def classify(trace: Trace, config: AnalysisConfig, *, mode: str | None = None) -
     raise no_activity_error(trace)
 
 
-def no_activity_error(trace: Trace) -> TraceError:
+def no_activity_error(trace: Trace) -> NoActivityError:
     """The error for a trace without device work or gloo collectives."""
     if any(m.backend == "gloo" for m in trace.ranks.values()):
         # e.g. `domino-prof run --device cpu --mode nocomm`: CPU work, no collective
-        return TraceError(
+        return NoActivityError(
             trace.source or "trace",
             "CPU (gloo) trace without any gloo:* collective: there is no comm to overlap",
             "profile a step that communicates (a nocomm run has none by design)",
         )
-    return TraceError(
+    return NoActivityError(
         trace.source or "trace",
         "no device activity (kernels/memcpy) or gloo events",
         "was the profiler run with ProfilerActivity.CUDA?",
