@@ -28,13 +28,23 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _ID_ARGS = ("correlation", "External id", "wait_on_cuda_event_record_corr_id")
 
 
-def _tiled_events(doc: dict, tiles: int) -> list[dict]:
-    ev = doc["traceEvents"]
-    timed = [e for e in ev if e.get("ph") != "M" and "ts" in e]
-    meta = [e for e in ev if e not in timed]
+def _timed(doc: dict) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("ph") != "M" and "ts" in e]
+
+
+def _period(docs: list[dict]) -> float:
+    """One shift for every rank (so that their steps stay aligned): the span of the
+    ranks' events together, plus 100 µs."""
+    timed = [e for d in docs for e in _timed(d)]
     t0 = min(float(e["ts"]) for e in timed)
     t1 = max(float(e["ts"]) + float(e.get("dur", 0) or 0) for e in timed)
-    period = round(t1 - t0 + 100.0, 3)
+    return round(t1 - t0 + 100.0, 3)
+
+
+def _tiled_events(doc: dict, tiles: int, period: float) -> list[dict]:
+    ev = doc["traceEvents"]
+    timed = _timed(doc)
+    meta = [e for e in ev if e.get("ph") == "M" or "ts" not in e]
     id_span = 1 + max(
         [int((e.get("args") or {}).get(k, 0) or 0) for e in timed for k in _ID_ARGS]
         + [int(e.get("id", 0) or 0) for e in timed if isinstance(e.get("id"), int)]
@@ -69,13 +79,13 @@ def _encode_events(events: list[dict]) -> str:
 def write_ranks(out: Path, *, tiles: int, ranks: int, gz: bool) -> list[Path]:
     """Write ``ranks`` rank files of ``tiles`` steps each under ``out``; returns them."""
     out.mkdir(parents=True, exist_ok=True)
-    bodies = {}
-    headers = {}
+    docs = {}
     for src in (0, 1):
         with gzip.open(FIXTURE / f"rank{src}.pt.trace.json.gz", "rt") as f:
-            doc = json.load(f)
-        bodies[src] = _encode_events(_tiled_events(doc, tiles))
-        headers[src] = {k: v for k, v in doc.items() if k != "traceEvents"}
+            docs[src] = json.load(f)
+    period = _period(list(docs.values()))
+    bodies = {src: _encode_events(_tiled_events(d, tiles, period)) for src, d in docs.items()}
+    headers = {src: {k: v for k, v in d.items() if k != "traceEvents"} for src, d in docs.items()}
     paths = []
     for r in range(ranks):
         src, pair = r % 2, r // 2

@@ -185,7 +185,7 @@ def dask_map(
         if scheduler == LOCAL:
             n = max(1, min(workers or _cores(), len(files)))
             cluster = distributed.LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                 silence_logs=logging.ERROR,
             )  # fmt: skip
             address: Any = cluster
