@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.attribution import tuple_ids
+from domino_prof.analysis.attribution import per_category, tuple_ids
 from domino_prof.analysis.classify import Classified
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.document import Analysis
@@ -210,17 +210,23 @@ COLLECTIVE_TYPES: tuple[tuple[str, str], ...] = (
 )
 
 
-def collective_type(name: pd.Series, coll_name: pd.Series) -> np.ndarray:
-    """Vectorised :data:`COLLECTIVE_TYPES` lookup; "other" when nothing matches."""
-    src = coll_name.astype(str).where(coll_name.astype(str) != "", name.astype(str))
-    key = src.str.lower().str.replace("_", "", regex=False)
+def _types_of(names: pd.Series) -> np.ndarray:
+    """:data:`COLLECTIVE_TYPES` of a column of distinct names ("other" when none)."""
+    key = names.astype(str).str.lower().str.replace("_", "", regex=False)
     out = np.full(len(key), "other", dtype=object)
     free = np.ones(len(key), dtype=bool)
     for typ, pat in COLLECTIVE_TYPES:
-        hit = free & key.str.contains(pat, regex=True).to_numpy()
+        hit = free & key.str.contains(pat, regex=True).to_numpy(dtype=bool)
         out[hit] = typ
         free &= ~hit
     return out
+
+
+def collective_type(name: pd.Series, coll_name: pd.Series) -> np.ndarray:
+    """Vectorised :data:`COLLECTIVE_TYPES` lookup ("other" when nothing matches): the
+    ``coll_name`` when present, else the kernel name, matched once per distinct name."""
+    has_coll = per_category(coll_name, lambda s: (s != "").to_numpy()).astype(bool)
+    return np.where(has_coll, per_category(coll_name, _types_of), per_category(name, _types_of))
 
 
 def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
