@@ -1,8 +1,26 @@
-"""domino-prof load + overlap analysis vs HTA vs a bare JSON decode, on one trace.
+"""domino-prof vs HTA vs a bare JSON decode: whole processes on multi-rank sets, and
+load + analysis on one generated trace.
 
-    python benchmarks/bench_analyze.py                        # 2M events
-    python benchmarks/bench_analyze.py --events 500000,1000000,2000000
+    python benchmarks/bench_analyze.py                        # the two 1.2M-event sets
+    python benchmarks/bench_analyze.py --sets tiled-real --tools "bare orjson,domino-prof"
+    python benchmarks/bench_analyze.py --sets "" --events 500000,1000000,2000000
 
+**Sets** (``--sets``; each tool a whole process, measured by ``_measure.py``: wall, CPU of
+the process tree, peak of the tree's summed RSS):
+
+- ``tiled-real``: the committed real H200 trace (``tests/data/h200_llama3_3b_2layers_tp2/
+  domino``) tiled 100x into consecutive steps (``tile_trace.py``): 2 ranks, 1.22M
+  events, 256 MB of JSON, cpu_op-heavy like real traces;
+- ``kernel-heavy``: ``gen_trace.py --comms-per-layer 10``, 2 ranks of 600k events
+  (43k comm kernels a rank), 344 MB.
+
+Tools on a set: ``bare orjson`` (one process reads and ``orjson.loads`` every file,
+GC off: the floor), ``domino-prof`` (``domino-prof analyze DIR -o out.json``: parse,
+analyse, write the JSON document), ``HTA`` (``TraceAnalysis`` + ``get_comm_comp_overlap``).
+Targets: >= 20x faster than HTA on tiled-real, >= 10x on kernel-heavy; total <= 1.5x a
+bare decode of the same files.
+
+**One trace** (``--events``; the series the previous README table came from):
 For each size a realistic one-rank Kineto trace is generated once (by
 ``gen_trace.py``, cached under ``--workdir``). Every tool then runs in a fresh
 subprocess, so its peak RSS is its own (its own peak + its largest child's);
@@ -37,6 +55,33 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _measure import load_avg, measure
+
+SET_TOOLS = ("bare orjson", "domino-prof", "HTA")
+SET_CHILDREN = {
+    "bare orjson": textwrap.dedent(
+        """
+        import gc, glob, os, sys, orjson
+        gc.disable()
+        n = 0
+        for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+            with open(f, "rb") as fh:
+                n += len(orjson.loads(fh.read())["traceEvents"])
+        print("@@NOTE", f"{n} events")
+        """
+    ),
+    "HTA": textwrap.dedent(
+        """
+        import logging, os, sys
+        os.environ.setdefault("HTA_DISABLE_NS_ROUNDING", "1")
+        logging.disable(logging.CRITICAL)
+        from hta.trace_analysis import TraceAnalysis
+        df = TraceAnalysis(trace_dir=sys.argv[1]).get_comm_comp_overlap(visualize=False)
+        print("@@NOTE", "hidden " + ", ".join(f"{v:.2f}" for v in df["comp_comm_overlap_pctg"]))
+        """
+    ),
+}
 
 # Each child prints one JSON line: {"time_s": ..., "rss_mb": ..., "note": ...}
 _PRELUDE = textwrap.dedent(
@@ -181,17 +226,100 @@ def ensure_trace(workdir: Path, n: int) -> Path:
     return path
 
 
+def ensure_set(workdir: Path, name: str) -> Path:
+    """The directory of a named multi-rank set (generated once, cached)."""
+    d = workdir / f"set-{name}"
+    stamp = d / ".complete"
+    if not stamp.exists():
+        t0 = time.perf_counter()
+        if name == "tiled-real":
+            from tile_trace import write_ranks
+
+            write_ranks(d, tiles=100, ranks=2, gz=False)
+        elif name == "kernel-heavy":
+            from gen_trace import write_trace
+
+            for r in (0, 1):
+                write_trace(d / f"rank{r}.pt.trace.json", events=600_000, rank=r,
+                            world_size=2, comms_per_layer=10)  # fmt: skip
+        else:
+            raise SystemExit(f"unknown set {name!r} (tiled-real, kernel-heavy)")
+        stamp.write_text("ok")
+        print(f"# generated {d} in {time.perf_counter() - t0:.1f}s", flush=True)
+    return d
+
+
+def run_set_tool(tool: str, d: Path, timeout: float) -> dict:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        if tool == "domino-prof":
+            cmd = [sys.executable, "-m", "domino_prof.cli", "analyze", str(d), "-o", str(out)]
+        else:
+            cmd = [sys.executable, "-c", SET_CHILDREN[tool], str(d)]
+        r = measure(cmd, timeout=timeout)
+        if "error" not in r and tool == "domino-prof":
+            doc = json.loads(out.read_text())
+            pct = ", ".join(f"{p:.2f}" for p in doc["by_rank"]["hidden_pct"] if p is not None)
+            r["note"] = f"hidden {pct}; JSON {out.stat().st_size / 1e6:.1f} MB"
+    for line in r.get("stdout", "").splitlines():
+        if line.startswith("@@NOTE "):
+            r["note"] = line[len("@@NOTE ") :]
+    return r
+
+
+def run_sets(names: list[str], tools: list[str], workdir: Path, timeout: float) -> None:
+    hdr = (f"{'set':<13} {'events':>9} {'MB':>5}  {'tool':<12} {'wall_s':>7} {'cpu_s':>7} "
+           f"{'peak_MB':>8}  note")  # fmt: skip
+    print(hdr)
+    print("-" * len(hdr))
+    res: dict[tuple[str, str], dict] = {}
+    for name in names:
+        d = ensure_set(workdir, name)
+        files = sorted(d.glob("*.json"))
+        mb = sum(f.stat().st_size for f in files) / 1e6
+        n = None
+        for tool in tools:
+            r = run_set_tool(tool, d, timeout)
+            res[(name, tool)] = r
+            if tool == "bare orjson" and "error" not in r:
+                n = int(r["note"].split()[0])
+            note = r.get("error") or f"{r.get('note', '')}; load avg {load_avg()}"
+            print(f"{name:<13} {n or '-':>9} {mb:>5.0f}  {tool:<12} {r['wall_s']:>7.2f} "
+                  f"{r['cpu_s']:>7.2f} {r['peak_rss_mb']:>8.0f}  {note}", flush=True)  # fmt: skip
+    print()
+    print(f"{'set':<13} {'HTA/ours wall':>13} {'HTA/ours cpu':>12} {'ours/bare wall':>14} "
+          f"{'ours/bare cpu':>13} {'ours/HTA RSS':>12}")  # fmt: skip
+
+    def ratio(x: dict, y: dict, k: str) -> str:
+        ok = x and y and "error" not in x and "error" not in y and y[k]
+        return f"{x[k] / y[k]:.2f}" if ok else "-"
+
+    for name in names:
+        ours, bare, hta = (res.get((name, t), {}) for t in ("domino-prof", "bare orjson", "HTA"))
+        print(f"{name:<13} {ratio(hta, ours, 'wall_s'):>13} {ratio(hta, ours, 'cpu_s'):>12} "
+              f"{ratio(ours, bare, 'wall_s'):>14} {ratio(ours, bare, 'cpu_s'):>13} "
+              f"{ratio(ours, hta, 'peak_rss_mb'):>12}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--events", default="2000000", help="comma-separated event counts")
+    ap.add_argument("--sets", default="tiled-real,kernel-heavy",
+                    help="multi-rank sets, whole processes ('' for none)")  # fmt: skip
+    ap.add_argument("--events", default="", help="comma-separated event counts (one trace)")
     ap.add_argument("--workdir", default="/tmp/domino-prof-bench", help="where traces go")
-    ap.add_argument("--tools", default="bare orjson,bare json,alt orjson->cols,domino-prof,HTA")
+    ap.add_argument("--tools", default=None,
+                    help="default: bare orjson,domino-prof,HTA for --sets; with --events also "
+                         "bare json,alt orjson->cols")  # fmt: skip
     ap.add_argument("--hta-max-events", type=int, default=2_000_000,
                     help="skip HTA above this size (it is slow)")  # fmt: skip
-    ap.add_argument("--timeout", type=float, default=1800.0, help="per tool run, seconds")
+    ap.add_argument("--timeout", type=float, default=600.0, help="per tool run, seconds")
     a = ap.parse_args()
     sizes = [int(x) for x in a.events.split(",") if x]
-    tools = [t.strip() for t in a.tools.split(",") if t.strip()]
+    sets = [x.strip() for x in a.sets.split(",") if x.strip()]
+    default = "bare orjson,bare json,alt orjson->cols,domino-prof,HTA"
+    tools = [t.strip() for t in (a.tools or default).split(",") if t.strip()]
     hta_version = have("hta")
     if "HTA" in tools and hta_version is None:
         print("# HTA not installed (pip install traceinsight): skipped")
@@ -204,6 +332,12 @@ def main() -> None:
         f"orjson {have('orjson')}, traceinsight {hta_version or '-'}"
     )
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    if sets:
+        run_sets(sets, [t for t in tools if t in SET_TOOLS], Path(a.workdir), a.timeout)
+    if not sizes:
+        print(f"# load avg at end {os.getloadavg()[0]:.2f}")
+        return
+    print()
     results: dict[tuple[int, str], dict] = {}
     mb: dict[int, float] = {}
     hdr = (

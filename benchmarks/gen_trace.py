@@ -55,7 +55,8 @@ def _f(x: float) -> str:
 
 
 class _Writer:
-    def __init__(self, fh, target: int, seed: int, rank: int) -> None:
+    def __init__(self, fh, target: int, seed: int, rank: int, comms_per_layer: int = 1) -> None:
+        self.comms_per_layer = comms_per_layer
         self.fh = fh
         self.n = 0
         self.target = target
@@ -172,7 +173,19 @@ class _Writer:
             self.cpu_op("aten::addmm", inner_start, self.t - inner_start)
             self.t += 0.5
             self.cpu_op("aten::linear", op_start, self.t - op_start)
-        # tensor-parallel collective on one of two comm streams
+        for c in range(self.comms_per_layer):
+            self.collective(layer + c)
+        if layer % 4 == 0:
+            self.launch(
+                "Memcpy DtoD (Device -> Device)", MEMCPY_STREAM, rng.uniform(5.0, 40.0),
+                cat="gpu_memcpy", call="cudaMemcpyAsync",
+            )  # fmt: skip
+        self.annotation(f"{phase}.layer_attn_{layer}_batch_{layer % 2}", start, self.t - start)
+        self.t += 1.0
+
+    def collective(self, layer: int) -> None:
+        """One tensor-parallel collective on one of two comm streams."""
+        rng = self.rng
         kname, coll = COMMS[layer % 3]
         stream = COMM_STREAMS[layer % 2]
         self.seq += 1
@@ -196,13 +209,6 @@ class _Writer:
         self.cpu_op("record_param_comms", c_start + 1.0, self.t - c_start - 1.0, extra=comm_args)
         self.cpu_op("c10d::allreduce_", c_start, self.t - c_start + 0.5)
         self.t += 1.0
-        if layer % 4 == 0:
-            self.launch(
-                "Memcpy DtoD (Device -> Device)", MEMCPY_STREAM, rng.uniform(5.0, 40.0),
-                cat="gpu_memcpy", call="cudaMemcpyAsync",
-            )  # fmt: skip
-        self.annotation(f"{phase}.layer_attn_{layer}_batch_{layer % 2}", start, self.t - start)
-        self.t += 1.0
 
     def run(self) -> None:
         step = 0
@@ -220,7 +226,7 @@ class _Writer:
 
 
 def write_trace(path: str | Path, *, events: int, rank: int = 0, world_size: int = 8,
-                seed: int = 0) -> Path:  # fmt: skip
+                seed: int = 0, comms_per_layer: int = 1) -> Path:  # fmt: skip
     """Write an ``events``-entry Kineto trace to ``path`` (``.gz``: gzip)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +245,7 @@ def write_trace(path: str | Path, *, events: int, rank: int = 0, world_size: int
                  '"NVIDIA H200", "totalGlobalMem": 150754820096, "computeMajor": 9}],\n')  # fmt: skip
         fh.write(f'  "distributedInfo": {json.dumps(dist, indent=2)},\n')
         fh.write(f'  "baseTimeNanoseconds": {BASE_NS},\n  "traceEvents": [\n')
-        w = _Writer(fh, events, seed, rank)
+        w = _Writer(fh, events, seed, rank, comms_per_layer)
         for tid, label in ((TID, "python"), (BWD_TID, "pt_autograd_0")):
             w.emit(
                 f'{{"ph": "M", "name": "thread_name", "pid": {PID}, "tid": {tid}, "ts": {T0_US}, '
@@ -266,8 +272,17 @@ def main() -> None:
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world-size", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--comms-per-layer", type=int, default=1,
+                    help="collectives per layer (10: the kernel-heavy mix)")  # fmt: skip
     a = ap.parse_args()
-    p = write_trace(a.out, events=a.events, rank=a.rank, world_size=a.world_size, seed=a.seed)
+    p = write_trace(
+        a.out,
+        events=a.events,
+        rank=a.rank,
+        world_size=a.world_size,
+        seed=a.seed,
+        comms_per_layer=a.comms_per_layer,
+    )
     print(f"wrote {p} ({p.stat().st_size / 1e6:.1f} MB)")
 
 

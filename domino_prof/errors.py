@@ -27,6 +27,10 @@ class TraceError(DominoProfError):
         super().__init__(msg)
 
 
+class NoActivityError(TraceError):
+    """Traces that load but hold nothing to analyse: no device work, no gloo collective."""
+
+
 class ConfigError(DominoProfError):
     """A bad option value or combination of options."""
 

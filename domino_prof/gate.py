@@ -53,13 +53,23 @@ def analysis_config(
 
 
 def analyse(
-    trace_path: Path, config: Any, *, rank: int | None = None, skip_bad: bool = False
+    trace_path: Path,
+    config: Any,
+    *,
+    rank: int | None = None,
+    skip_bad: bool = False,
+    scheduler: str | None = None,
+    keep_intervals: bool = True,
 ) -> Any:
-    """Load and analyse one trace file or directory (an Analysis)."""
-    from domino_prof.analysis import analyze
-    from domino_prof.trace import load_trace
+    """Analyse one trace file or directory (an Analysis): each rank file where it is
+    read (the local pool, or a Dask cluster: ``scheduler``), then across ranks
+    (``domino_prof.engine``)."""
+    from domino_prof.engine import analyse_path
 
-    return analyze(load_trace(trace_path, rank=rank, skip_bad=skip_bad), config)
+    return analyse_path(
+        trace_path, config, rank=rank, skip_bad=skip_bad, scheduler=scheduler,
+        keep_intervals=keep_intervals,
+    )  # fmt: skip
 
 
 def skipped_notes(analysis: Any) -> list[str]:
@@ -172,6 +182,7 @@ def run_check(
     memcpy_as_comm: bool = False,
     rank: int | None = None,
     skip_bad: bool = False,
+    scheduler: str | None = None,
 ) -> CheckOutcome:
     """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input."""
     from domino_prof.analysis.baseline import (
@@ -203,7 +214,9 @@ def run_check(
     modes, notes = _gated_modes(target, mode, base_doc)
     results: list[RuleResult] = []
     for m in modes:
-        analysis = analyse(target.modes[m], config, rank=rank, skip_bad=skip_bad)
+        analysis = analyse(
+            target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler
+        )
         tag = f"{m}: " if len(modes) > 1 else ""
         notes += [tag + n for n in skipped_notes(analysis)]
         if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
@@ -226,6 +239,7 @@ def baseline_document(
     memcpy_as_comm: bool = False,
     rank: int | None = None,
     skip_bad: bool = False,
+    scheduler: str | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The baseline of PATH (one mode of a run directory: ``mode``, else ``domino``)
     and notes; ConfigError when it has no comm (a baseline that gates nothing)."""
@@ -238,7 +252,7 @@ def baseline_document(
     )
     target = resolve(path)
     (m,), notes = target.select(mode, default="one", verb="recording")
-    analysis = analyse(target.modes[m], config, rank=rank, skip_bad=skip_bad)
+    analysis = analyse(target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler)
     doc = make_baseline(analysis)
     if m:
         doc["run_mode"] = m

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domino_prof.errors import ConfigError, OptionError, RunError, TraceError, opt
-from domino_prof.io import atomic_write_json
+from domino_prof.io import atomic_write_bytes, atomic_write_json
 from domino_prof.reference_model.config import OVERLAP_MODES
 
 if TYPE_CHECKING:
@@ -356,6 +356,7 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
     """{mode: Analysis} and {mode: why not} for the modes that could not be analysed."""
     try:
         from domino_prof.analysis import AnalysisConfig, analyze
+        from domino_prof.analysis.document import encode
         from domino_prof.trace import load_trace
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
@@ -371,7 +372,7 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
             r["hidden_pct"] = None
             failed[mode] = str(e)
             continue
-        atomic_write_json(out / r["trace_dir"] / "analysis.json", a.to_json())
+        atomic_write_bytes(out / r["trace_dir"] / "analysis.json", encode(a.to_json()))
         r["analysis"] = f"{r['trace_dir']}/analysis.json"
         r["hidden_pct"] = a.totals.get("hidden_pct")
         r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")

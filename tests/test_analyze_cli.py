@@ -12,6 +12,7 @@ import pytest
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
+from domino_prof.analysis.document import table
 from domino_prof.cli import app
 
 runner = CliRunner()
@@ -49,8 +50,9 @@ def test_summary_and_json(tmp_path):
     assert "fwd.attn_0" in r.stdout  # top exposed op names
     assert "By stream" in r.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "domino-prof/analysis" and doc["version"] == 1
-    assert [(x["rank"], x["comm_ns"], x["hidden_ns"]) for x in doc["by_rank"]] == [
+    assert doc["schema"] == "domino-prof/analysis" and doc["version"] == 2
+    by_rank = table(doc, "by_rank").to_dict("records")
+    assert [(x["rank"], x["comm_ns"], x["hidden_ns"]) for x in by_rank] == [
         (0, 40_000, 20_000),
         (1, 40_000, 0),
     ]
@@ -82,7 +84,7 @@ def test_no_comm_prints_na_not_zero(tmp_path):
     assert "nan" not in r.stdout.lower()
     doc = json.loads((tmp_path / "a.json").read_text())
     assert doc["totals"]["hidden_pct"] is None
-    assert doc["by_rank"][0]["hidden_pct"] is None
+    assert doc["by_rank"]["hidden_pct"][0] is None  # v2: one list per column
 
 
 def test_comm_pattern_flag(tmp_path):

@@ -236,11 +236,13 @@ def test_json_document_is_complete_and_nan_free(synth):
     doc = synth.to_json()
     text = json.dumps(doc, allow_nan=False)  # raises on NaN
     back = json.loads(text)
-    assert back["schema"] == "domino-prof/analysis" and back["version"] == 1
+    assert back["schema"] == "domino-prof/analysis" and back["version"] == 2
     assert back["totals"]["comm_ns"] == 166_000
-    s7 = next(r for r in back["by_stream"] if r["rank"] == 0 and r["stream"] == 7)
+    cols = back["by_stream"]  # v2: one list per column
+    rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+    s7 = next(r for r in rows if r["rank"] == 0 and r["stream"] == 7)
     assert s7["hidden_pct"] is None and s7["comm_ns"] == 0
-    assert len(back["by_collective"]) == 8
+    assert len(back["by_collective"]["name"]) == 8  # v2: one list per column
     for key in ("by_rank", "by_op", "by_phase", "by_iteration", "notes", "config", "overheads"):
         assert key in back
     assert back["config"]["comm_pattern"] == AnalysisConfig().comm_pattern

@@ -32,7 +32,7 @@ def test_readme_analysis_examples_run(tmp_path):
     }
     cmds = _readme_commands()
     assert [c.split()[1] for c in cmds] == [
-        "analyze", "analyze", "report", "compare", "baseline", "check"]  # fmt: skip
+        "analyze", "analyze", "analyze", "report", "compare", "baseline", "check"]  # fmt: skip
     runner = CliRunner()
     for cmd in cmds:
         args = []

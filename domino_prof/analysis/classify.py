@@ -40,7 +40,7 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
     CommFamily,
 )
-from domino_prof.errors import TraceError
+from domino_prof.errors import NoActivityError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
 KINDS = ("compute", "comm", "memory")
@@ -68,11 +68,16 @@ class Classified:
     ref_device: np.ndarray
     ref_start: np.ndarray
     ref_end: np.ndarray
-    notes: list[str] = field(default_factory=list)
+    # what the notes count (rows of several ranks add up): see :func:`classify_notes`
+    counts: dict[str, int] = field(default_factory=dict)
     # which kinds of comm were recognised: [{source, label, n_intervals, busy_ns}]
     comm_sources: list[dict] = field(default_factory=list)
     # the trace's attribution context (step windows, annotations, runtime calls)
     context: Context | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        return classify_notes(self.mode, self.counts)
 
     @property
     def reference(self):
@@ -90,24 +95,37 @@ __all__ = ["NO_OP", "PHASES", "Classified", "classify", "innermost_containing", 
 # --------------------------------------------------------------------------- #
 
 
-def classify(trace: Trace, config: AnalysisConfig) -> Classified:
-    """Build the ``intervals`` frame (columns ``INTERVAL_COLUMNS``) for a trace."""
+def trace_mode(events: pd.DataFrame) -> str | None:
+    """ "gpu" when any event is device work, else "cpu" when some event is a ``gloo:*``
+    collective, else None (docs/METRICS.md "Extension: CPU-only mode")."""
+    if events["cat"].isin(DEVICE_CATS).to_numpy().any():
+        return "gpu"
+    return "cpu" if match_names(events["name"], _GLOO).any() else None
+
+
+def classify(trace: Trace, config: AnalysisConfig, *, mode: str | None = None) -> Classified:
+    """Build the ``intervals`` frame (columns ``INTERVAL_COLUMNS``) for a trace.
+    ``mode``: the mode of the whole trace when this is one rank of it (a rank without
+    device work in a GPU trace has no intervals); None: this trace's own."""
     ev = trace.events
-    cat = ev["cat"]
-    is_dev = cat.isin(DEVICE_CATS).to_numpy()
-    if is_dev.any():
-        return _classify_gpu(ev, is_dev, config, context(ev))
-    is_gloo = match_names(ev["name"], _GLOO)
-    if is_gloo.any():
-        return _classify_cpu(ev, is_gloo, context(ev))
+    mode = trace_mode(ev) if mode is None else mode
+    if mode == "gpu":
+        return _classify_gpu(ev, ev["cat"].isin(DEVICE_CATS).to_numpy(), config, context(ev))
+    if mode == "cpu":
+        return _classify_cpu(ev, match_names(ev["name"], _GLOO), context(ev))
+    raise no_activity_error(trace)
+
+
+def no_activity_error(trace: Trace) -> NoActivityError:
+    """The error for a trace without device work or gloo collectives."""
     if any(m.backend == "gloo" for m in trace.ranks.values()):
         # e.g. `domino-prof run --device cpu --mode nocomm`: CPU work, no collective
-        raise TraceError(
+        return NoActivityError(
             trace.source or "trace",
             "CPU (gloo) trace without any gloo:* collective: there is no comm to overlap",
             "profile a step that communicates (a nocomm run has none by design)",
         )
-    raise TraceError(
+    return NoActivityError(
         trace.source or "trace",
         "no device activity (kernels/memcpy) or gloo events",
         "was the profiler run with ProfilerActivity.CUDA?",
@@ -149,7 +167,7 @@ def _comm_sources(source: np.ndarray, dur: np.ndarray) -> list[dict]:
 def _classify_gpu(
     ev: pd.DataFrame, is_dev: np.ndarray, config: AnalysisConfig, ctx: Context
 ) -> Classified:
-    notes: list[str] = []
+    counts: dict[str, int] = {}
     dev = ev[is_dev]
     n = len(dev)
     cat = dev["cat"].astype(str).to_numpy()
@@ -196,11 +214,7 @@ def _classify_gpu(
     l_tid = j["tid"].fillna(-1).to_numpy(np.int64)
     l_pid = j["pid"].fillna(-1).to_numpy(np.int64)
     l_name = np.where(has_launch, j["name"].astype(object).fillna("").to_numpy(), "")
-    if (~has_launch).any():
-        notes.append(
-            f"{int((~has_launch).sum())} device intervals have no launch call with their "
-            "correlation id: op '(none)', phase 'other', iteration 'outside steps'"
-        )
+    counts["n_no_launch"] = int((~has_launch).sum())
 
     op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
     frame = pd.DataFrame(
@@ -231,41 +245,65 @@ def _classify_gpu(
         _dense_dev(comp, frame), comp["start"].to_numpy(), comp["end"].to_numpy()
     )
     if not config.memcpy_as_comm and dtod.any():
-        notes += _dtod_note((rank, device, stream), kind, source, dtod, dur)
-    out = _with_ref(frame, rk, rs, re_, mode="gpu", notes=notes)
+        counts.update(_dtod_counts((rank, device, stream), kind, source, dtod, dur))
+    out = _with_ref(frame, rk, rs, re_, mode="gpu", counts=counts)
     out.comm_sources = _comm_sources(source, dur)
     out.context = ctx
     return out
 
 
-def _dtod_note(streams: tuple, kind, source, dtod, dur) -> list[str]:
-    """Same-device DtoD copies stay memory; say so where they may carry a collective:
-    on a stream that runs comm kernels, or beside symmetric-memory/NVSHMEM comm (async
-    TP copies from peer buffers, which CUPTI can record as DtoD on one device)."""
+def _dtod_counts(streams: tuple, kind, source, dtod, dur) -> dict[str, int]:
+    """Same-device DtoD copies stay memory; count those that may carry a collective: on
+    a stream that runs comm kernels (``dtod_on_comm*``), and all of them (``dtod*``) with
+    ``dtod_beside`` = 1 when symmetric-memory/NVSHMEM comm is present (async TP copies
+    from peer buffers, which CUPTI can record as DtoD on one device)."""
     key = tuple_ids(*streams)  # (rank, device, stream) per device interval
     comm_streams = np.unique(key[kind == "comm"])
-    suspect = dtod & np.isin(key, comm_streams)
-    beside = bool(np.isin(source, ["symm_mem", "nvshmem"]).any())
-    if beside:
-        suspect = dtod
-    if not suspect.any():
-        return []
-    where = "beside symmetric-memory/NVSHMEM comm" if beside else "on streams that run comm"
-    note = (
-        f"{int(suspect.sum())} same-device DtoD copies ({dur[suspect].sum() / 1e6:.3f} ms) "
-        f"{where} were counted as memory; if they carry a collective (async-TP copies "
-        "from peer buffers), pass --memcpy-as-comm"
-    )
-    return [note]
+    on_comm = dtod & np.isin(key, comm_streams)
+    return {
+        "dtod_on_comm": int(on_comm.sum()),
+        "dtod_on_comm_ns": int(dur[on_comm].sum()),
+        "dtod": int(dtod.sum()),
+        "dtod_ns": int(dur[dtod].sum()),
+        "dtod_beside": int(bool(np.isin(source, ["symm_mem", "nvshmem"]).any())),
+    }
 
 
-def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classified:
-    notes = [
-        (
+def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
+    """The classification notes of a trace from its counts (summed over ranks)."""
+    c = counts
+    notes = []
+    if mode == "cpu":
+        notes.append(
             "CPU-only trace: comm = gloo:* events, compute = cpu_op events on the other "
             "threads of the process (threads stand in for streams)"
         )
-    ]
+        if c.get("n_gloo_no_launch"):
+            notes.append(
+                f"{c['n_gloo_no_launch']} gloo events have no c10d::* call before them on "
+                "their process: op '(none)', phase 'other', iteration 'outside steps'"
+            )
+        return notes
+    if c.get("n_no_launch"):
+        notes.append(
+            f"{c['n_no_launch']} device intervals have no launch call with their "
+            "correlation id: op '(none)', phase 'other', iteration 'outside steps'"
+        )
+    beside = bool(c.get("dtod_beside"))
+    n, ns = (c.get("dtod", 0), c.get("dtod_ns", 0)) if beside else (
+        c.get("dtod_on_comm", 0), c.get("dtod_on_comm_ns", 0))  # fmt: skip
+    if n:
+        where = "beside symmetric-memory/NVSHMEM comm" if beside else "on streams that run comm"
+        notes.append(
+            f"{n} same-device DtoD copies ({ns / 1e6:.3f} ms) "
+            f"{where} were counted as memory; if they carry a collective (async-TP copies "
+            "from peer buffers), pass --memcpy-as-comm"
+        )
+    return notes
+
+
+def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classified:
+    counts: dict[str, int] = {}
     gl = ev[is_gloo]
     rank_a, pid_a, tid_a = (ev[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
     g_rank, g_pid, g_tid = (gl[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
@@ -299,11 +337,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classi
     ltid = np.where(has_l, c10d["tid"].to_numpy(np.int64)[np.maximum(l_idx, 0)], -1)
     lname = np.where(has_l, c10d["name"].astype(str).to_numpy(dtype=object)[np.maximum(l_idx, 0)],
                      "")  # fmt: skip
-    if (~has_l).any():
-        notes.append(
-            f"{int((~has_l).sum())} gloo events have no c10d::* call before them on their "
-            "process: op '(none)', phase 'other', iteration 'outside steps'"
-        )
+    counts["n_gloo_no_launch"] = int((~has_l).sum())
 
     n_g, n_c = len(gl), len(comp)
     c_rank, c_pid, c_tid = (comp[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
@@ -363,7 +397,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classi
         xs[known],
         (xs + excl["dur"].to_numpy(np.int64))[known],
     )
-    out = _with_ref(frame, rk, rs, re_, mode="cpu", notes=notes)
+    out = _with_ref(frame, rk, rs, re_, mode="cpu", counts=counts)
     gl_dur = np.maximum(gl["dur"].to_numpy(np.int64), 0)
     out.comm_sources = [{"source": "gloo", "label": "gloo collectives (CPU)",
                          "n_intervals": n_g, "busy_ns": int(gl_dur.sum())}]  # fmt: skip
@@ -479,7 +513,7 @@ def _with_ref(
     re_: np.ndarray,
     *,
     mode: str,
-    notes: list[str],
+    counts: dict[str, int],
 ) -> Classified:
     u = _unique_devs(frame)
     return Classified(
@@ -489,5 +523,5 @@ def _with_ref(
         ref_device=u[rk, 1] if len(rk) else np.empty(0, np.int64),
         ref_start=rs,
         ref_end=re_,
-        notes=notes,
+        counts=counts,
     )

@@ -1,9 +1,17 @@
-"""The analysis result and its versioned JSON document (``domino-prof/analysis`` v1).
+"""The analysis result and its versioned JSON document (``domino-prof/analysis`` v2).
 
 Every number of the :class:`Analysis` tables goes into the document; "undefined"
 (hidden % without comm, a share of a zero wall time) is ``null``, never NaN, so
 ``json.dumps(doc, allow_nan=False)`` always succeeds. The per-interval frame is not
 written (it can have millions of rows); its counts by kind are, under ``totals``.
+
+Version 2 writes the seven tables (``by_rank`` ... ``by_iteration``; ``by_collective``
+has one row per comm kernel) as compact columns: an object of one list per field, all
+of one length (``doc["by_op"]["hidden_pct"][i]`` is row ``i``), instead of version 1's
+list of row objects. :func:`encode` writes a document with msgspec's encoder (one
+top-level key per line); it stays plain JSON (``json.load`` reads it).
+:func:`read_document` reads versions 1 and 2, :func:`table` gives a table of either as
+a DataFrame.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.results import Note, Overheads
 
 SCHEMA = "domino-prof/analysis"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 TABLES = (
     "by_rank",
     "by_stream",
@@ -67,11 +76,74 @@ class Analysis:
             "totals": jsonable(self.totals),
         }
         for name in TABLES:
-            doc[name] = frame_records(getattr(self, name))
+            doc[name] = frame_columns(getattr(self, name))
         ov = self.overheads
         doc["overheads"] = ov.to_json() if hasattr(ov, "to_json") else jsonable(ov)
         doc["notes"] = [str(n) for n in self.notes]
         return doc
+
+
+def _column(s: pd.Series) -> list:
+    """One column as a list of native JSON values (NaN -> None), built by numpy."""
+    if pd.api.types.is_bool_dtype(s.dtype):
+        return s.to_numpy(bool).tolist()
+    if pd.api.types.is_integer_dtype(s.dtype):
+        return s.to_numpy(np.int64).tolist()
+    if pd.api.types.is_float_dtype(s.dtype):
+        a = s.to_numpy(np.float64)
+        out = a.tolist()
+        for i in np.flatnonzero(~np.isfinite(a)).tolist():
+            out[i] = None
+        return out
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = np.asarray([jsonable(c) for c in s.cat.categories] + [None], dtype=object)
+        codes = s.cat.codes.to_numpy()
+        return cats[np.where(codes >= 0, codes, len(cats) - 1)].tolist()
+    return [v if isinstance(v, str) else jsonable(v) for v in s.astype(object).tolist()]
+
+
+def frame_columns(df: pd.DataFrame) -> dict[str, list]:
+    """A frame as compact columns: ``{column: [value per row]}`` (NaN -> None)."""
+    return {str(c): _column(df[c]) for c in df.columns}
+
+
+def encode(doc: Mapping) -> bytes:
+    """A document as JSON bytes, with msgspec's encoder: one top-level key per line,
+    each value compact. Loadable by the stdlib ``json``."""
+    import msgspec
+
+    enc = msgspec.json.Encoder()
+    lines = [enc.encode(str(k)) + b": " + enc.encode(v) for k, v in doc.items()]
+    return b"{\n" + b",\n".join(lines) + b"\n}\n"
+
+
+def read_document(doc_or_path: Any) -> dict:
+    """An analysis document (a dict, or the path of an analysis.json) of version 1 or 2,
+    checked: ValueError naming what is wrong."""
+    import json
+    from pathlib import Path
+
+    doc = doc_or_path
+    if not isinstance(doc, Mapping):
+        doc = json.loads(Path(doc_or_path).read_text(encoding="utf-8"))
+    if not isinstance(doc, Mapping) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"not a {SCHEMA} document")
+    if doc.get("version") not in READABLE_VERSIONS:
+        raise ValueError(
+            f"{SCHEMA} version {doc.get('version')!r} is not supported (this domino-prof "
+            f"reads versions {', '.join(map(str, READABLE_VERSIONS))})"
+        )
+    return dict(doc)
+
+
+def table(doc: Mapping, name: str) -> pd.DataFrame:
+    """Table ``name`` of a document as a frame: version 2's columns or version 1's rows."""
+    if name not in TABLES:
+        raise KeyError(name)
+    value = doc.get(name)
+    if isinstance(value, Mapping):  # v2: {column: [values]}
+        return pd.DataFrame({k: list(v) for k, v in value.items()})
+    return pd.DataFrame.from_records(list(value or []))
 
 
 def frame_records(df: pd.DataFrame) -> list[dict]:

@@ -24,6 +24,9 @@ correlation). Per interval, on its stream in start order:
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -150,8 +153,10 @@ def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"len": "host_bound_device_idle_ns"})
 
 
-def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
-    """Runs of consecutive host-bound/tiny intervals per (rank, device, stream, iteration)."""
+def graph_candidates(lt: pd.DataFrame, *, min_run: int, ops_for: int | None = None) -> pd.DataFrame:
+    """Runs of consecutive host-bound/tiny intervals per (rank, device, stream, iteration),
+    best first. ``ops``: the run's top 3 ops by host-bound idle (then by count), for
+    every run, or only for the first ``ops_for`` runs ([] for the others)."""
     cols = ["rank", "device", "stream", "iteration", "n_intervals", "n_host_bound", "n_tiny",
             "start", "end", "saving_ns", "device_idle_saving_ns", "ops"]  # fmt: skip
     same_it = lt["prev_iteration"].to_numpy() == lt["iteration"].to_numpy()
@@ -184,17 +189,20 @@ def graph_candidates(lt: pd.DataFrame, *, min_run: int) -> pd.DataFrame:
         end=("end", "max"), saving_ns=("_idle", "sum"), device_idle_saving_ns=("_didle", "sum"),
     )  # fmt: skip
     runs = runs.loc[runs["n_intervals"] >= min_run]
+    runs = runs.sort_values(
+        ["saving_ns", "rank", "stream", "start"], ascending=[False, True, True, True],
+        kind="stable",
+    )  # fmt: skip
     # the ops responsible: top 3 by host-bound idle within the run (then by count)
-    d = d.loc[d["_run"].isin(runs.index)]
+    named = runs.index if ops_for is None else runs.index[:ops_for]
+    d = d.loc[d["_run"].isin(named)]
     o = d.assign(op=d["op"].astype(str)).groupby(["_run", "op"], sort=False)
     ops = o.agg(idle=("_idle", "sum"), n=("start", "size")).reset_index()
     ops = ops.sort_values(["_run", "idle", "n", "op"], ascending=[True, False, False, True])
-    runs["ops"] = ops.groupby("_run").head(3).groupby("_run")["op"].agg(list)
-    runs = runs.reset_index(drop=True)
-    return runs.sort_values(
-        ["saving_ns", "rank", "stream", "start"], ascending=[False, True, True, True],
-        kind="stable",
-    ).reset_index(drop=True)[cols]  # fmt: skip
+    ops = ops.groupby("_run").head(3)
+    runs = runs.reset_index()
+    runs["ops"] = _lists_by(runs, ops, ["_run"], "op")
+    return runs.reset_index(drop=True)[cols]
 
 
 def _per_group(lt: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -241,50 +249,47 @@ def top_ops(lt: pd.DataFrame, n: int, keys: list[str] | None = None) -> pd.DataF
     return g.head(n)
 
 
-def summarize_launches(
+@dataclass
+class LaunchPart:
+    """One rank's launch figures: what :func:`combine_launches` needs from it (counts,
+    sums, its rows of the per-stream and per-iteration tables, its best graph-candidate
+    runs and the launch delays whose percentiles span every rank)."""
+
+    counts: dict[str, int]
+    other_apis: dict[str, int]  # calls joined to device work that are not launch APIs
+    delays: np.ndarray  # launch_delay_ns of the counted intervals
+    per_stream: pd.DataFrame
+    per_iteration: pd.DataFrame | None
+    top_ops: pd.DataFrame  # per op: the sums top_ops ranks by
+    graph_candidates: pd.DataFrame  # the rank's best runs (top_n), ops included
+
+
+_COUNTS = (
+    "n_intervals", "n_launched", "n_without_launch_call", "n_negative_delay",
+    "n_graph_launched", "n_blocking_launches", "launch_cpu_ns", "n_host_bound",
+    "host_bound_idle_ns", "n_tiny", "tiny_dur_ns", "n_graph_candidates", "graph_saving_ns",
+    "graph_device_idle_saving_ns", "host_bound_between_steps_ns", "in_steps_host_bound_idle_ns",
+    "in_steps_launch_cpu_ns", "graph_saving_in_steps_ns",
+)  # fmt: skip
+_TOP_OP_SUMS = ("host_bound_device_idle_ns", "host_bound_idle_ns", "n_host_bound", "n_tiny")
+
+
+def launch_part(
     intervals: pd.DataFrame,
     *,
     walls: pd.DataFrame,
     min_graph_run: int,
     host_bound_share: float,
     top_n: int,
-) -> tuple[Launches, list[Note]]:
-    """The "launches" section and notes on what is missing."""
-    notes: list[str] = []
+) -> LaunchPart:
+    """The launch figures of one rank's ``intervals`` (walls: that rank's steps)."""
     lt = launch_table(intervals)
-    n_launched = int(lt["launched"].sum())
-    other = lt.loc[~lt["launched"] & (lt["launch_start"] >= 0).to_numpy(), "api"]
-    if len(other):  # joined to a call that is not a known launch API: say which
-        top = other.value_counts().head(3)
-        listed = ", ".join(f"{k} {v}" for k, v in top.items())
-        notes.append(
-            f"kernel launches: {len(other)} device interval(s) are joined to calls that are "
-            f"not known launch APIs ({listed}); they are not counted as launched "
-            "(docs/METRICS.md lists the launch APIs)."
-        )
-    if n_launched == 0:
-        why = (
-            "no device interval is joined to a launch call (a CUDA/HIP kernel, copy, "
-            "memset or graph launch API; docs/METRICS.md lists them); the trace has no "
-            "runtime/driver events or their correlations are missing."
-        )
-        notes.append(f"kernel launches: not computed: {why}")
-        return Launches(computed=False, reason=why), tagged(notes, "launches")
-    n_neg = int(lt["delay_negative"].sum())
-    if n_neg:
-        notes.append(
-            f"kernel launches: {n_neg} interval(s) started before their launch call ended "
-            "(host/device clock disagreement); their launch_delay counts as 0."
-        )
-    n_unlaunched = int((~lt["launched"]).sum())
     keys_s = ["rank", "device", "stream"]
+    other = lt.loc[~lt["launched"] & (lt["launch_start"] >= 0).to_numpy(), "api"]
     per_stream = _per_group(lt, keys_s)
     st_ops = top_ops(lt, 3, keys_s)
-    ops_map = st_ops.groupby(keys_s)["op"].agg(list).to_dict()
-    per_stream["top_ops"] = [
-        ops_map.get(k, []) for k in zip(*(per_stream[c].to_numpy() for c in keys_s))
-    ]  # one entry per stream (few), not per interval
-    cands = graph_candidates(lt, min_run=min_graph_run)
+    per_stream["top_ops"] = _lists_by(per_stream, st_ops, keys_s, "op")
+    cands = graph_candidates(lt, min_run=min_graph_run, ops_for=top_n)
     # per-step figures count only gaps inside one iteration (the gap before a stream's
     # first interval of a step spans the host's between-step work) and take the
     # device-idle part as a union over the device's streams
@@ -318,57 +323,171 @@ def summarize_launches(
         per_it["host_bound_share"] = share
         per_it["flagged"] = (share > host_bound_share).fillna(False).astype(bool)
         keys_i = ["rank", "iteration"]
-        it_ops = top_ops(in_steps, 3, keys_i).groupby(keys_i)["op"].agg(list).to_dict()
-        per_it["top_ops"] = [
-            it_ops.get(k, []) for k in zip(*(per_it[c].to_numpy() for c in keys_i))
-        ]  # one entry per (rank, iteration)
+        per_it["top_ops"] = _lists_by(per_it, top_ops(in_steps, 3, keys_i), keys_i, "op")
+    d = lt.loc[lt["host_bound"] | lt["tiny"]]
+    op_sums = (
+        d.assign(op=d["op"].astype(str))
+        .groupby("op", observed=True)
+        .agg(
+            host_bound_device_idle_ns=("host_bound_device_idle_ns", "sum"),
+            host_bound_idle_ns=("host_bound_idle_ns", "sum"),
+            n_host_bound=("host_bound", "sum"),
+            n_tiny=("tiny", "sum"),
+        )
+        .reset_index()
+    )
+    counted = lt["delay_counted"].to_numpy()
+    counts = {
+        "n_intervals": len(lt),
+        "n_launched": int(lt["launched"].sum()),
+        "n_without_launch_call": int((~lt["launched"]).sum()),
+        "n_negative_delay": int(lt["delay_negative"].sum()),
+        "n_graph_launched": int(lt["graph_launched"].sum()),
+        "n_blocking_launches": int(lt["blocking_launch"].sum()),
+        "launch_cpu_ns": int(lt["launch_cpu_ns"].sum()),
+        "n_host_bound": int(lt["host_bound"].sum()),
+        "host_bound_idle_ns": int(lt["host_bound_idle_ns"].sum()),
+        "n_tiny": int(lt["tiny"].sum()),
+        "tiny_dur_ns": int(lt.loc[lt["tiny"], "dur"].sum()),
+        "n_graph_candidates": len(cands),
+        "graph_saving_ns": int(cands["saving_ns"].sum()),
+        "graph_device_idle_saving_ns": int(cands["device_idle_saving_ns"].sum()),
+        "graph_saving_in_steps_ns": int(cands.loc[cands["iteration"] >= 0, "saving_ns"].sum()),
+        "host_bound_between_steps_ns": int(
+            lt.loc[lt["host_bound"] & ~lt["in_step_gap"], "host_bound_idle_ns"].sum()
+        ),
+        "in_steps_host_bound_idle_ns": int(in_steps["host_bound_idle_ns"].sum()),
+        "in_steps_launch_cpu_ns": int(in_steps["launch_cpu_ns"].sum()),
+    }
+    return LaunchPart(
+        counts=counts,
+        other_apis={str(k): int(v) for k, v in other.value_counts(sort=False).items()},
+        delays=lt["launch_delay_ns"].to_numpy(np.int64)[counted],
+        per_stream=per_stream,
+        per_iteration=per_it,
+        top_ops=op_sums,
+        graph_candidates=cands.head(top_n),
+    )
+
+
+def _lists_by(rows: pd.DataFrame, ranked: pd.DataFrame, keys: list[str], col: str) -> list:
+    """Per row of ``rows``, the ``col`` values of ``ranked`` with the same ``keys``, in
+    ``ranked``'s order ([] when none): one factorize and one split, no per-group apply."""
+    if len(rows) == 0:
+        return []
+    if len(ranked) == 0:
+        return [[] for _ in range(len(rows))]
+    both = pd.concat([rows[keys], ranked[keys]], ignore_index=True)
+    code = both.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+    row_code, r_code = code[: len(rows)], code[len(rows) :]
+    order = np.argsort(r_code, kind="stable")
+    vals = ranked[col].astype(str).to_numpy(dtype=object)[order]
+    bounds = np.searchsorted(r_code[order], np.arange(int(code.max()) + 2))
+    groups = [vals[a:b].tolist() for a, b in itertools.pairwise(bounds)]
+    return [groups[c] for c in row_code]
+
+
+def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """Rows of several ranks, in rank order (empty parts add nothing)."""
+    got = [f for f in frames if f is not None]
+    full = [f for f in got if len(f)]
+    if not full:
+        return got[0] if got else None
+    return full[0] if len(full) == 1 else pd.concat(full, ignore_index=True)
+
+
+def combine_launches(
+    parts: list[LaunchPart], *, walls: pd.DataFrame, top_n: int
+) -> tuple[Launches, list[Note]]:
+    """The "launches" section of every rank and notes on what is missing."""
+    notes: list[str] = []
+    tot = {k: sum(p.counts[k] for p in parts) for k in _COUNTS}
+    other: dict[str, int] = {}
+    for p in parts:
+        for k, v in p.other_apis.items():
+            other[k] = other.get(k, 0) + v
+    n_launched = tot["n_launched"]
+    if other:  # joined to a call that is not a known launch API: say which
+        top = sorted(other.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        listed = ", ".join(f"{k} {v}" for k, v in top)
+        notes.append(
+            f"kernel launches: {sum(other.values())} device interval(s) are joined to calls "
+            f"that are not known launch APIs ({listed}); they are not counted as launched "
+            "(docs/METRICS.md lists the launch APIs)."
+        )
+    if n_launched == 0:
+        why = (
+            "no device interval is joined to a launch call (a CUDA/HIP kernel, copy, "
+            "memset or graph launch API; docs/METRICS.md lists them); the trace has no "
+            "runtime/driver events or their correlations are missing."
+        )
+        notes.append(f"kernel launches: not computed: {why}")
+        return Launches(computed=False, reason=why), tagged(notes, "launches")
+    n_neg = tot["n_negative_delay"]
+    if n_neg:
+        notes.append(
+            f"kernel launches: {n_neg} interval(s) started before their launch call ended "
+            "(host/device clock disagreement); their launch_delay counts as 0."
+        )
+    per_stream = _concat([p.per_stream for p in parts])
+    per_it = _concat([p.per_iteration for p in parts])
+    cands = _concat([p.graph_candidates for p in parts])
+    cands = cands.sort_values(
+        ["saving_ns", "rank", "stream", "start"], ascending=[False, True, True, True],
+        kind="stable",
+    ).reset_index(drop=True)  # fmt: skip
+    ops = _concat([p.top_ops for p in parts])
+    if len(parts) > 1 and len(ops):
+        ops = ops.groupby("op", sort=True)[list(_TOP_OP_SUMS)].sum().reset_index()
+    ops = ops.sort_values(
+        ["host_bound_device_idle_ns", "host_bound_idle_ns", "n_tiny", "op"],
+        ascending=[False, False, False, True],
+        kind="stable",
+    )
     n_rank_steps = len(walls)
 
-    def per_step(col: str, frame: pd.DataFrame) -> float | None:
+    def per_step(total: float) -> float | None:
         if not n_rank_steps:
             return None
-        return float(frame[col].sum()) / n_rank_steps / 1e6
+        return float(total) / n_rank_steps / 1e6
 
-    counted = lt.loc[lt["delay_counted"]]
     pit = (
         per_it
         if per_it is not None
         else pd.DataFrame({"host_bound_device_idle_ns": [], "graph_device_idle_saving_ns": []})
     )
-    cands_steps = cands.loc[cands["iteration"] >= 0]
+    delays = np.concatenate([p.delays for p in parts]) if parts else np.empty(0, np.int64)
     section = {
         "computed": True,
-        "n_intervals": len(lt),
+        "n_intervals": tot["n_intervals"],
         "n_launched": n_launched,
-        "n_without_launch_call": n_unlaunched,
+        "n_without_launch_call": tot["n_without_launch_call"],
         "n_negative_delay": n_neg,
-        "n_graph_launched": int(lt["graph_launched"].sum()),
-        "n_blocking_launches": int(lt["blocking_launch"].sum()),
-        "launch_cpu_ns": int(lt["launch_cpu_ns"].sum()),
-        "launch_delay": stats_ns(counted["launch_delay_ns"]),
-        "n_host_bound": int(lt["host_bound"].sum()),
-        "host_bound_idle_ns": int(lt["host_bound_idle_ns"].sum()),
+        "n_graph_launched": tot["n_graph_launched"],
+        "n_blocking_launches": tot["n_blocking_launches"],
+        "launch_cpu_ns": tot["launch_cpu_ns"],
+        "launch_delay": stats_ns(delays),
+        "n_host_bound": tot["n_host_bound"],
+        "host_bound_idle_ns": tot["host_bound_idle_ns"],
         # union over the device's streams, in-step gaps only (see device_idle_by_iteration)
         "host_bound_device_idle_ns": int(pit["host_bound_device_idle_ns"].sum()),
-        "n_tiny": int(lt["tiny"].sum()),
-        "tiny_dur_ns": int(lt.loc[lt["tiny"], "dur"].sum()),
-        "tiny_share": float(lt["tiny"].sum()) / n_launched,
-        "n_graph_candidates": len(cands),
-        "graph_saving_ns": int(cands["saving_ns"].sum()),
-        "graph_device_idle_saving_ns": int(cands["device_idle_saving_ns"].sum()),
+        "n_tiny": tot["n_tiny"],
+        "tiny_dur_ns": tot["tiny_dur_ns"],
+        "tiny_share": float(tot["n_tiny"]) / n_launched,
+        "n_graph_candidates": tot["n_graph_candidates"],
+        "graph_saving_ns": tot["graph_saving_ns"],
+        "graph_device_idle_saving_ns": tot["graph_device_idle_saving_ns"],
         "n_rank_steps": n_rank_steps,
-        "host_bound_between_steps_ns": int(
-            lt.loc[lt["host_bound"] & ~lt["in_step_gap"], "host_bound_idle_ns"].sum()
-        ),
-        "host_bound_idle_ms_per_step": per_step("host_bound_idle_ns", in_steps),
-        "host_bound_device_idle_ms_per_step": per_step("host_bound_device_idle_ns", pit),
-        "launch_cpu_ms_per_step": per_step("launch_cpu_ns", in_steps),
-        "graph_saving_ms_per_step": per_step("saving_ns", cands_steps),
-        "graph_device_idle_saving_ms_per_step": per_step("graph_device_idle_saving_ns", pit),
+        "host_bound_between_steps_ns": tot["host_bound_between_steps_ns"],
+        "host_bound_idle_ms_per_step": per_step(tot["in_steps_host_bound_idle_ns"]),
+        "host_bound_device_idle_ms_per_step": per_step(pit["host_bound_device_idle_ns"].sum()),
+        "launch_cpu_ms_per_step": per_step(tot["in_steps_launch_cpu_ns"]),
+        "graph_saving_ms_per_step": per_step(tot["graph_saving_in_steps_ns"]),
+        "graph_device_idle_saving_ms_per_step": per_step(pit["graph_device_idle_saving_ns"].sum()),
         "n_flagged_iterations": int(per_it["flagged"].sum()) if per_it is not None else 0,
         "per_stream": per_stream.to_dict("records"),
         "per_iteration": per_it.to_dict("records") if per_it is not None else [],
-        "top_ops": top_ops(lt, top_n).to_dict("records"),
+        "top_ops": ops.head(top_n).to_dict("records"),
         "graph_candidates": cands.head(top_n).to_dict("records"),
     }
     return Launches.of(section), tagged(notes, "launches")

@@ -33,19 +33,8 @@ from typing import Any
 
 import pandas as pd
 
-from domino_prof.analysis.attribution import Context, context
-from domino_prof.analysis.findings import build_findings
-from domino_prof.analysis.launches import summarize_launches
-from domino_prof.analysis.ranks import summarize_ranks
-from domino_prof.analysis.results import (
-    Launches,
-    Note,
-    Overheads,
-    StreamSwitches,
-    jsonable,
-)
-from domino_prof.analysis.switches import summarize_switches
-from domino_prof.analysis.tables import iteration_walls
+from domino_prof.analysis.attribution import Context
+from domino_prof.analysis.results import Overheads
 from domino_prof.errors import ConfigError
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 
@@ -89,55 +78,32 @@ def resolve_thresholds(user: Mapping[str, float] | None) -> dict[str, float]:
 def analyze_overheads(
     trace: Trace, intervals: pd.DataFrame, config: Any, *, ctx: Context | None = None
 ) -> Overheads:
-    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready).
-    ``ctx``: the trace's attribution context (the one its intervals were attributed
-    with; built here when not given)."""
+    """Stream switches, launches, cross-rank waits and ranked findings (JSON-ready) of a
+    trace and its ``intervals``: each rank's part, then the cross-rank reduction
+    (``rankwise.combine_overheads``, which ``analyze`` uses). ``ctx``: the trace's
+    attribution context when it has one rank (built per rank otherwise)."""
+    from domino_prof.analysis.ranks import rank_comm
+    from domino_prof.analysis.rankwise import (
+        RankResult,
+        _device_parts,
+        combine_overheads,
+        rank_ids_of,
+        split_ranks,
+    )
+    from domino_prof.analysis.tables import iteration_spans
+
     t = resolve_thresholds(getattr(config, "overhead_thresholds", None))
-    top_n = int(t["top_n"])
-    events = trace.events
-    notes: list[str] = []
-    ctx = context(events) if ctx is None else ctx
-    walls = iteration_walls(intervals)
-    if walls.empty:
-        notes.append(
-            Note(
-                "per-step figures: not computed: no device interval was launched inside a "
-                "ProfilerStep#N window (profile with a torch.profiler schedule and call "
-                "prof.step() each iteration).",
-                "per_step",
-            )
-        )
-    step_ms = float(walls["wall_ns"].mean()) / 1e6 if len(walls) else None
-    gpu = bool(events["cat"].astype(str).isin(DEVICE_CATS).any())
-    if gpu:
-        switches, n1 = summarize_switches(
-            events, intervals, walls=walls, switch_gap_share=t["switch_gap_share"],
-            top_n=top_n, ctx=ctx,
-        )  # fmt: skip
-        launches, n2 = summarize_launches(
-            intervals, walls=walls, min_graph_run=int(t["min_graph_run"]),
-            host_bound_share=t["host_bound_share"], top_n=top_n,
-        )  # fmt: skip
-        notes += n1 + n2
-    else:
-        why = (
-            "not applicable: CPU-only trace (no kernel/gpu_memcpy/gpu_memset events, so no "
-            "CUDA streams or launch calls)."
-        )
-        switches = StreamSwitches(computed=False, reason=why)
-        launches = Launches(computed=False, reason=why)
-        notes.append(Note(f"stream switches and kernel launches: {why}", "launches"))
-    across, n3 = summarize_ranks(trace, intervals, top_n=top_n)
-    notes += n3
-    findings = build_findings(
-        switches=switches, launches=launches, ranks=across, step_ms=step_ms, thresholds=t
-    )
-    return Overheads(
-        step_ms=step_ms,
-        thresholds=jsonable(t),
-        stream_switches=switches,
-        launches=launches,
-        across_ranks=across,
-        findings=findings,
-        notes=notes,
-    )
+    gpu = bool(trace.events["cat"].astype(str).isin(DEVICE_CATS).any())
+    iv_rank = intervals["rank"].to_numpy()
+    parts = []
+    split = split_ranks(trace)
+    for r, one in split:
+        iv = intervals[iv_rank == r].reset_index(drop=True)
+        spans = iteration_spans(iv)
+        res = RankResult(rank=r, mode="gpu" if gpu else "cpu", tables={}, counts={}, kinds={},
+                         comm_sources=[], spans=spans, comm=rank_comm(one, iv))  # fmt: skip
+        if gpu:
+            one_ctx = ctx if ctx is not None and len(split) == 1 else None
+            res.switches, res.launches = _device_parts(one, iv, spans, t, one_ctx)
+        parts.append(res)
+    return combine_overheads(parts, config, ranks=rank_ids_of(trace), metas=trace.ranks)

@@ -19,11 +19,15 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
-from domino_prof.analysis.attribution import tuple_ids
-from domino_prof.analysis.classify import Classified, classify
+from domino_prof.analysis.attribution import per_category, tuple_ids
+from domino_prof.analysis.classify import Classified
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.document import Analysis
-from domino_prof.analysis.results import Note, Overheads, tagged
+from domino_prof.analysis.rankwise import (  # noqa: F401  (re-exported: the gate reads them)
+    NEGATIVE_DURATION,
+    NEGATIVE_DURATION_TOPIC,
+    SKIPPED,
+)
 from domino_prof.trace.schema import Trace
 
 NS_COLS = ("comm_ns", "hidden_ns", "exposed_ns")
@@ -206,17 +210,23 @@ COLLECTIVE_TYPES: tuple[tuple[str, str], ...] = (
 )
 
 
-def collective_type(name: pd.Series, coll_name: pd.Series) -> np.ndarray:
-    """Vectorised :data:`COLLECTIVE_TYPES` lookup; "other" when nothing matches."""
-    src = coll_name.astype(str).where(coll_name.astype(str) != "", name.astype(str))
-    key = src.str.lower().str.replace("_", "", regex=False)
+def _types_of(names: pd.Series) -> np.ndarray:
+    """:data:`COLLECTIVE_TYPES` of a column of distinct names ("other" when none)."""
+    key = names.astype(str).str.lower().str.replace("_", "", regex=False)
     out = np.full(len(key), "other", dtype=object)
     free = np.ones(len(key), dtype=bool)
     for typ, pat in COLLECTIVE_TYPES:
-        hit = free & key.str.contains(pat, regex=True).to_numpy()
+        hit = free & key.str.contains(pat, regex=True).to_numpy(dtype=bool)
         out[hit] = typ
         free &= ~hit
     return out
+
+
+def collective_type(name: pd.Series, coll_name: pd.Series) -> np.ndarray:
+    """Vectorised :data:`COLLECTIVE_TYPES` lookup ("other" when nothing matches): the
+    ``coll_name`` when present, else the kernel name, matched once per distinct name."""
+    has_coll = per_category(coll_name, lambda s: (s != "").to_numpy()).astype(bool)
+    return np.where(has_coll, per_category(coll_name, _types_of), per_category(name, _types_of))
 
 
 def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
@@ -295,9 +305,19 @@ def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
     }
 
 
-def totals_of(tables: dict[str, pd.DataFrame], intervals: pd.DataFrame) -> dict:
+def totals_of(
+    tables: dict[str, pd.DataFrame],
+    intervals: pd.DataFrame | None = None,
+    *,
+    n_outside: int | None = None,
+    kinds: dict[str, int] | None = None,
+) -> dict:
     """Whole-trace totals: sums over ranks; per-step means over (rank, iteration) rows
-    of real steps (iteration >= 0)."""
+    of real steps (iteration >= 0). The interval counts come from ``intervals`` or, for
+    several ranks analysed apart, ``n_outside`` (launched outside steps) and ``kinds``."""
+    if intervals is not None:
+        n_outside = int((intervals["iteration"] < 0).sum())
+        kinds = {str(k): int(v) for k, v in intervals["kind"].value_counts(sort=False).items()}
     r = tables["by_rank"]
     c, h = int(r["comm_ns"].sum()), int(r["hidden_ns"].sum())
     it = tables["by_iteration"]
@@ -315,89 +335,29 @@ def totals_of(tables: dict[str, pd.DataFrame], intervals: pd.DataFrame) -> dict:
         "exposed_ms_per_step": float(steps["exposed_ns"].mean() / 1e6) if len(steps) else None,
         "comm_ms_per_step": float(steps["comm_ns"].mean() / 1e6) if len(steps) else None,
         "outside_steps": {
-            "intervals": int((intervals["iteration"] < 0).sum()),
+            "intervals": int(n_outside or 0),
             "comm_ns": int(outside["comm_ns"].sum()),
             "exposed_ns": int(outside["exposed_ns"].sum()),
         },
-        "intervals_by_kind": {
-            k: int(v) for k, v in intervals["kind"].value_counts(sort=False).items()
-        },
+        "intervals_by_kind": dict(kinds or {}),
     }
 
 
 def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
-    """Classify a loaded trace and compute every overlap number (docs/METRICS.md)."""
+    """Classify a loaded trace and compute every overlap number (docs/METRICS.md): each
+    rank on its own, then the cross-rank reduction (``analysis.rankwise``)."""
+    from domino_prof.analysis.classify import no_activity_error, trace_mode
+    from domino_prof.analysis.rankwise import analyze_rank, combine, rank_ids_of, split_ranks
+
     config = AnalysisConfig() if config is None else config
-    cl = classify(trace, config)
-    ranks = sorted(trace.rank_ids) if trace.ranks else sorted(
-        int(x) for x in cl.intervals["rank"].unique()
+    mode = trace_mode(trace.events)
+    if mode is None:
+        raise no_activity_error(trace)
+    results = [
+        analyze_rank(one, config, rank=r, mode=mode, keep_intervals=True)
+        for r, one in split_ranks(trace)
+    ]
+    return combine(
+        results, config, source=trace.source, ranks=rank_ids_of(trace), metas=trace.ranks,
+        skipped=trace.skipped,
     )  # fmt: skip
-    tables = overlap_tables(cl, ranks)
-    notes = tagged(cl.notes, "classify")
-    renamed = {k: v for m in trace.ranks.values() for k, v in m.renamed_categories.items()}
-    if renamed:
-        pairs = ", ".join(f"{k} -> {v}" for k, v in sorted(renamed.items()))
-        notes.append(
-            Note(f"older Kineto trace format: categories read as today's ({pairs})", "format")
-        )
-    notes += tagged(_negative_duration_notes(trace), NEGATIVE_DURATION_TOPIC)
-    for path, why in trace.skipped:
-        notes.append(Note(f"skipped {path}: {why}", SKIPPED))
-    n_out = int((cl.intervals["iteration"] < 0).sum())
-    if n_out:
-        notes.append(
-            Note(f"{n_out} intervals launched outside any ProfilerStep#N (outside steps)",
-                 "outside_steps")
-        )  # fmt: skip
-    no_comm = [int(x) for x in tables["by_rank"].query("comm_ns == 0")["rank"]]
-    if no_comm:
-        notes.append(Note(f"ranks without comm (hidden % undefined): {no_comm}", "no_comm"))
-    totals = totals_of(tables, cl.intervals)
-    totals["comm_sources"] = cl.comm_sources
-    totals["n_negative_durations"] = sum(
-        sum(m.negative_durations.values()) for m in trace.ranks.values()
-    )
-    a = Analysis(
-        config=config,
-        source=trace.source,
-        ranks=ranks,
-        mode=cl.mode,
-        intervals=cl.intervals,
-        reference=cl.reference,
-        totals=totals,
-        notes=notes,
-        **tables,
-    )
-    a.overheads = _overheads(trace, a, config, cl.context)
-    return a
-
-
-NEGATIVE_DURATION = "negative duration"  # in the notes below (check repeats them)
-NEGATIVE_DURATION_TOPIC = "negative_duration"  # their Note topic
-SKIPPED = "skipped"  # the topic of a note naming a file that was not loaded
-
-
-def _negative_duration_notes(trace: Trace) -> list[str]:
-    out = []
-    for r, m in sorted(trace.ranks.items()):
-        if not m.negative_durations:
-            continue
-        n = sum(m.negative_durations.values())
-        per = ", ".join(f"{c} {k}" for c, k in sorted(m.negative_durations.items()))
-        cat, name, dur = m.worst_negative or ("?", "?", 0)
-        out.append(
-            f"rank {r}: {n} event(s) with a {NEGATIVE_DURATION} ({per}; worst: {cat} "
-            f"{name[:60]!r}, dur {dur / 1000:g} µs) read as 0 ns: the time they carried "
-            f"(comm, if a comm kernel) is missing from every figure; the trace {m.path} "
-            "is damaged: re-export it"
-        )
-    return out
-
-
-def _overheads(trace: Trace, a: Analysis, config: AnalysisConfig, ctx) -> Overheads:
-    # imported here: overheads builds on classify, which this module's package imports
-    from domino_prof.analysis.overheads import analyze_overheads
-
-    out = analyze_overheads(trace, a.intervals, config, ctx=ctx)
-    a.notes.extend(out.notes)  # what the overheads could not compute, and why
-    return out

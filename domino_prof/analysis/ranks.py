@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
+from domino_prof.analysis.attribution import match_names
 from domino_prof.analysis.results import AcrossRanks, Note, tagged
 from domino_prof.analysis.tables import stats_ns
 from domino_prof.trace.schema import Trace
@@ -45,21 +46,49 @@ from domino_prof.trace.schema import Trace
 _NOT_COLLECTIVE = re.compile(
     r"^Memcpy|SendRecv|(?:^|[:_\s])(?:send|recv)(?:$|[_\s(])", re.IGNORECASE
 )
+_NONEMPTY = re.compile(r".", re.DOTALL)
+_MEMCPY = re.compile(r"^Memcpy")
 # sizes legitimately differ across ranks for these (uneven splits)
 _UNEVEN_SIZES = re.compile(r"all_?to_?all|alltoallv?|all_to_allv", re.IGNORECASE)
 # slack for "overlaps in time" on a common clock (GPU->host timestamp conversion)
 OVERLAP_SLACK_NS = 1_000
 
 
-def _comm_with_group(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
-    comm = intervals.loc[intervals["kind"].astype(str) == "comm"]
+def _matches(values, pattern: re.Pattern[str]) -> np.ndarray:
+    """``pattern.search`` over a column of strings, evaluated once per distinct value."""
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object))
+    hit = np.fromiter((bool(pattern.search(str(u))) for u in uniq), bool, len(uniq))
+    return hit[codes] if len(uniq) else np.zeros(len(codes), dtype=bool)
+
+
+COMM_COLUMNS = ("rank", "start", "end", "name", "coll_name", "iteration", "stream", "nelems",
+                "pg_name", "seq")  # fmt: skip
+
+
+def rank_comm(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
+    """The compact table of one trace's (or one rank's) collectives that the cross-rank
+    analysis needs: one row per comm interval that is a collective (not a copy, not
+    point-to-point), :data:`COMM_COLUMNS`, with its process group and ``Seq`` from the
+    interval's own event. Names stay categorical (rows of many ranks are concatenated)."""
+    comm = intervals.loc[intervals["kind"].to_numpy() == "comm"]
+    if len(comm) == 0:
+        comm = comm.assign(name=pd.Categorical([]), coll_name=pd.Categorical([]))
+    name = comm["name"]
+    coll_name = comm["coll_name"] if "coll_name" in comm else pd.Series([""] * len(comm))
+    has_coll = match_names(coll_name, _NONEMPTY)
+    p2p = np.where(has_coll, match_names(coll_name, _NOT_COLLECTIVE),
+                   match_names(name, _NOT_COLLECTIVE)) | match_names(name, _MEMCPY)  # fmt: skip
+    keep = ~p2p
+    comm = comm.loc[keep]
     c = pd.DataFrame(
         {
             "rank": comm["rank"].to_numpy(np.int64),
             "start": comm["start"].to_numpy(np.int64),
             "end": comm["end"].to_numpy(np.int64),
-            "name": comm["name"].astype(str).to_numpy(),
-            "coll_name": comm["coll_name"].astype(str).to_numpy() if "coll_name" in comm else "",
+            "name": pd.Categorical(comm["name"]).remove_unused_categories(),
+            "coll_name": pd.Categorical(
+                coll_name.loc[keep] if "coll_name" in comm else [""] * len(comm)
+            ).remove_unused_categories(),
             "iteration": comm["iteration"].to_numpy(np.int64),
             "stream": comm["stream"].to_numpy(np.int64),
             "nelems": comm["msg_nelems"].to_numpy(np.int64)
@@ -67,15 +96,10 @@ def _comm_with_group(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
             else np.full(len(comm), -1, np.int64),
         }
     )
-    coll = np.where(c["coll_name"] != "", c["coll_name"], c["name"])
-    p2p = pd.Series(coll).str.contains(_NOT_COLLECTIVE).to_numpy(bool) | c["name"].str.startswith(
-        "Memcpy"
-    ).to_numpy(bool)
-    c = c.loc[~p2p].reset_index(drop=True)
-    if "pg_name" in comm and "seq" in comm:
-        c["pg_name"] = comm["pg_name"].astype(str).to_numpy()
+    if "pg_name" in comm and "seq" in comm:  # frames that carry them already
+        c["pg_name"] = pd.Categorical(comm["pg_name"].astype(str).to_numpy(dtype=object))
         c["seq"] = comm["seq"].to_numpy(np.int64)
-        return c
+        return c[list(COMM_COLUMNS)]
     ev = trace.events
     m = ((ev["seq"] >= 0) | (ev["pg_name"] != "")).to_numpy()
     stream = np.where(ev["stream"].to_numpy() >= 0, ev["stream"].to_numpy(), ev["tid"].to_numpy())
@@ -91,22 +115,31 @@ def _comm_with_group(trace: Trace, intervals: pd.DataFrame) -> pd.DataFrame:
             "seq": ev.loc[m, "seq"].to_numpy(np.int64),
         }
     ).drop_duplicates(["rank", "start", "name", "stream"])
-    c = c.merge(tags, on=["rank", "start", "name", "stream"], how="left")
-    c["pg_name"] = c["pg_name"].fillna("")
-    c["seq"] = c["seq"].fillna(-1).astype(np.int64)
-    return c
+    if len(tags) == 0 or len(c) == 0:
+        c["pg_name"] = pd.Categorical([""] * len(c))
+        c["seq"] = np.full(len(c), -1, np.int64)
+        return c[list(COMM_COLUMNS)]
+    key = ["rank", "start", "name", "stream"]
+    j = c[key].astype({"name": object}).merge(tags, on=key, how="left")
+    c["pg_name"] = pd.Categorical(j["pg_name"].fillna("").to_numpy(dtype=object))
+    c["seq"] = j["seq"].fillna(-1).astype(np.int64).to_numpy()
+    return c[list(COMM_COLUMNS)]
 
 
-def collective_instances(
-    trace: Trace, intervals: pd.DataFrame
-) -> tuple[pd.DataFrame, str, list[str]]:
-    """One row per (instance, rank): iid, rank, start, end, iteration, pg_name, key, coll.
+def _as_text(c: pd.DataFrame) -> pd.DataFrame:
+    """The name columns as plain strings (rows of several ranks: one vocabulary)."""
+    return c.astype({k: object for k in ("name", "coll_name", "pg_name")})
+
+
+def collective_instances(comm: pd.DataFrame) -> tuple[pd.DataFrame, str, list[str]]:
+    """One row per (instance, rank): iid, rank, start, end, iteration, pg_name, key, coll,
+    from the :func:`rank_comm` rows of every rank.
 
     Returns (frame, matching, dropped) with matching "process_group+seq" or
     "order_within_group" and ``dropped`` the reasons groups were left out (one line
     each): instances that cannot be matched with confidence are not in the frame.
     """
-    c = _comm_with_group(trace, intervals)
+    c = _as_text(comm).reset_index(drop=True)
     c["coll"] = np.where(c["coll_name"] != "", c["coll_name"], c["name"])
     if len(c) and (c["seq"] >= 0).all():
         matching = "process_group+seq"
@@ -168,9 +201,9 @@ def _drop_unconfident(
     # one instance: the same kernel (collective) and, where both are known, the same size
     names_differ = per.groupby("iid", sort=False)["name"].transform("nunique") > 1
     pos = per["nelems"].where(per["nelems"] >= 0).groupby(per["iid"], sort=False)
-    sizes_differ = (pos.transform("max") > pos.transform("min")) & ~per["coll"].str.contains(
-        _UNEVEN_SIZES
-    ).to_numpy(bool)
+    sizes_differ = (pos.transform("max") > pos.transform("min")) & ~_matches(
+        per["coll"], _UNEVEN_SIZES
+    )
     for what, m in (("kernel names", names_differ), ("message sizes", sizes_differ)):
         if m.any():
             ex = per.loc[m].iloc[0]
@@ -312,7 +345,9 @@ def step_invariant_violations(
 ) -> list[str]:
     """Per-step figures that exceed their step: a rank's wait in an iteration above that
     rank's wall (its device span in the iteration), an iteration's skew above the
-    iteration's extent over ranks (aligned). Empty when the figures are consistent."""
+    iteration's extent over ranks (aligned). Empty when the figures are consistent.
+    ``intervals``: rows with rank, iteration, start, end (the intervals frame, or each
+    rank's span per step)."""
     d = intervals.loc[intervals["iteration"] >= 0, ["rank", "iteration", "start", "end"]]
     if d.empty:
         return []
@@ -352,17 +387,23 @@ def _not_computed(
 
 
 def summarize_ranks(
-    trace: Trace, intervals: pd.DataFrame, *, top_n: int
+    comm: pd.DataFrame,
+    spans: pd.DataFrame,
+    *,
+    rank_ids: list[int],
+    hosts: dict[int, str | None],
+    top_n: int,
 ) -> tuple[AcrossRanks, list[Note]]:
-    """The "across_ranks" section and notes on what is missing."""
+    """The "across_ranks" section and notes on what is missing, from the cross-rank
+    tables of every rank: ``comm`` (:func:`rank_comm` rows), ``spans`` (each rank's
+    device span per step, ``tables.iteration_spans``) and each rank's host."""
     notes: list[str] = []
-    rank_ids = sorted(trace.ranks) if trace.ranks else sorted(set(intervals["rank"].tolist()))
     if len(rank_ids) < 2:
         why = ("the trace has one rank; load all ranks' files (a directory) to match "
                "collectives across ranks.")  # fmt: skip
         notes.append(f"across ranks: not computed: {why}")
         return AcrossRanks(computed=False, reason=why), tagged(notes, "across_ranks")
-    inst, matching, dropped = collective_instances(trace, intervals)
+    inst, matching, dropped = collective_instances(comm)
     for why in dropped:
         notes.append(f"across ranks: left out, cannot be matched with confidence: {why}.")
     if inst.empty:
@@ -372,8 +413,7 @@ def summarize_ranks(
             else "no comm interval was found on two or more ranks under one collective key"
         )
         return _not_computed(matching, notes, why)
-    metas = trace.ranks
-    hosts_given = {r: metas[r].host for r in rank_ids if r in metas and metas[r].host}
+    hosts_given = {r: hosts[r] for r in rank_ids if hosts.get(r)}
     if not hosts_given:
         notes.append("across ranks: the traces name no host; all ranks are taken to share "
                      "one clock (no alignment applied).")  # fmt: skip
@@ -401,7 +441,7 @@ def summarize_ranks(
     waits = per_step_waits(inst)
     per_it = per_iteration_skew(per)
     offsets = {r: next((h["offset_ns"] for h in hosts_tbl if r in h["ranks"]), 0) for r in rank_ids}
-    broken = step_invariant_violations(waits, per_it, intervals, offsets)
+    broken = step_invariant_violations(waits, per_it, spans, offsets)
     if broken:
         why = "a per-step figure would exceed its step (" + "; ".join(broken) + ")"
         return _not_computed(matching, notes, why)

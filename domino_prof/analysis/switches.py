@@ -29,6 +29,8 @@ functions: frames in, frames out; no printing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -285,20 +287,101 @@ def switch_edges(
 
 
 # --- summary -------------------------------------------------------------------------
-def summarize_switches(
-    events: pd.DataFrame,
-    intervals: pd.DataFrame,
-    *,
-    walls: pd.DataFrame,
-    switch_gap_share: float,
-    top_n: int,
-    ctx: Context | None = None,
-) -> tuple[StreamSwitches, list[Note]]:
-    """The "stream_switches" section and notes on what is missing."""
-    notes: list[str] = []
+_MATCHED_COLUMNS = ("rank", "device", "wait_on_stream", "stream", "iteration", "op",
+                    "switch_gap_ns")  # fmt: skip
+
+
+@dataclass
+class SwitchPart:
+    """One rank's stream-switch figures: what :func:`combine_switches` needs from it.
+    ``matched``: its edges with a ``switch_gap`` (percentiles span every rank);
+    ``calls``: record/wait call time per (rank, iteration); ``blocking``: its blocking
+    sync calls (rank, iteration, api, op, dur)."""
+
+    source: str  # of this rank alone: "cuda_sync" | "runtime_calls" | "none"
+    counts: dict[str, int]
+    matched: pd.DataFrame
+    calls: pd.DataFrame
+    blocking: pd.DataFrame
+
+
+_EDGE_COUNTS = ("n_edges", "n_inferred", "n_unresolved", "n_unmatched", "n_negative")
+_CALL_COUNTS = ("switch_cpu_ns", "n_switch_calls", "cpu_steps_ns")
+
+
+def switch_part(
+    events: pd.DataFrame, intervals: pd.DataFrame, *, ctx: Context | None = None
+) -> SwitchPart:
+    """The stream-switch figures of one rank's events and intervals."""
     ctx = context(events) if ctx is None else ctx
     calls = ctx.calls
     edges, source = switch_edges(events, intervals, calls=calls)
+    n_inferred = int(edges["inferred"].sum()) if source == "cuda_sync" else 0
+    # iteration of edges without a consumer: the step holding the wait call
+    no_it = edges["iteration"].to_numpy(np.int64) < 0 if len(edges) else np.zeros(0, bool)
+    if no_it.any():
+        it = ctx.iteration_at(
+            edges.loc[no_it, "rank"].to_numpy(np.int64),
+            edges.loc[no_it, "wait_start"].to_numpy(np.int64),
+        )
+        edges.loc[no_it, "iteration"] = it
+    matched = edges.loc[edges["switch_gap_ns"] >= 0] if len(edges) else edges
+    n_unresolved = int(edges["unresolved"].sum()) if len(edges) else 0
+    n_negative = (
+        int(((matched["gap_raw_ns"] < 0) & matched["binding"]).sum()) if len(matched) else 0
+    )
+    # host-side costs: event record/wait calls, and blocking syncs (flagged separately)
+    sw_calls = calls.loc[calls["api"].isin(RECORD_CALLS + WAIT_CALLS)].copy()
+    sw_calls["iteration"] = ctx.iteration_at(
+        sw_calls["rank"].to_numpy(), sw_calls["start"].to_numpy()
+    )
+    blk = calls.loc[calls["api"].isin(BLOCKING_CALLS)].copy()
+    blk["iteration"] = ctx.iteration_at(blk["rank"].to_numpy(), blk["start"].to_numpy())
+    blk["op"] = ctx.op_at(
+        blk["rank"].to_numpy(), blk["pid"].to_numpy(), blk["tid"].to_numpy(),
+        blk["start"].to_numpy(),
+    )  # fmt: skip
+    keys = ["rank", "iteration"]
+    cpu = sw_calls.groupby(keys).agg(switch_cpu_ns=("dur", "sum"), n_switch_calls=("dur", "size"))
+    counts = {
+        "n_edges": len(edges),
+        "n_inferred": n_inferred,
+        "n_unresolved": n_unresolved,
+        "n_unmatched": int(len(edges) - len(matched)) - n_unresolved,
+        "n_negative": n_negative,
+        "switch_cpu_ns": int(sw_calls["dur"].sum()),
+        "n_switch_calls": len(sw_calls),
+        "cpu_steps_ns": int(sw_calls.loc[sw_calls["iteration"] >= 0, "dur"].sum()),
+    }
+    return SwitchPart(
+        source=source,
+        counts=counts,
+        matched=matched[list(_MATCHED_COLUMNS)].reset_index(drop=True),
+        calls=cpu.reset_index(),
+        blocking=blk[["rank", "iteration", "api", "op", "dur"]].reset_index(drop=True),
+    )
+
+
+def _rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    full = [f for f in frames if len(f)]
+    if not full:
+        return frames[0]
+    return full[0] if len(full) == 1 else pd.concat(full, ignore_index=True)
+
+
+def combine_switches(
+    parts: list[SwitchPart], *, walls: pd.DataFrame, switch_gap_share: float, top_n: int
+) -> tuple[StreamSwitches, list[Note]]:
+    """The "stream_switches" section of every rank, and notes on what is missing.
+
+    The edges' source is the trace's: ``cuda_sync`` when any rank has Stream Wait Events
+    (then a rank without them has no edges), else the runtime-call fallback, else none."""
+    notes: list[str] = []
+    local = {p.source for p in parts}
+    source = next((s for s in ("cuda_sync", "runtime_calls") if s in local), "none")
+    with_edges = [p for p in parts if p.source == source]
+    ec = {k: sum(p.counts[k] for p in with_edges) for k in _EDGE_COUNTS}
+    cc = {k: sum(p.counts[k] for p in parts) for k in _CALL_COUNTS}
     if source == "runtime_calls":
         notes.append(
             "stream switches: the trace has no cuda_sync 'Stream Wait Event' events; fell "
@@ -311,25 +394,19 @@ def summarize_switches(
             "stream switches: not computed: the trace has neither cuda_sync 'Stream Wait "
             "Event' events nor cudaStreamWaitEvent runtime calls."
         )
-    n_inferred = int(edges["inferred"].sum()) if source == "cuda_sync" else 0
+    n_inferred = ec["n_inferred"]
     if n_inferred:
         notes.append(
-            f"stream switches: {n_inferred} of {len(edges)} 'Stream Wait Event' events "
+            f"stream switches: {n_inferred} of {ec['n_edges']} 'Stream Wait Event' events "
             "carry no wait_on_cuda_event_record_corr_id/wait_on_stream (CUPTI 13 writes "
             "-1); their record call was taken as the last cudaEventRecord on the waiting "
             "thread and the producer as the last interval launched from it before that."
         )
-    # iteration of edges without a consumer: the step holding the wait call
-    no_it = edges["iteration"].to_numpy(np.int64) < 0 if len(edges) else np.zeros(0, bool)
-    if no_it.any():
-        it = ctx.iteration_at(
-            edges.loc[no_it, "rank"].to_numpy(np.int64),
-            edges.loc[no_it, "wait_start"].to_numpy(np.int64),
-        )
-        edges.loc[no_it, "iteration"] = it
-    matched = edges.loc[edges["switch_gap_ns"] >= 0] if len(edges) else edges
-    n_unresolved = int(edges["unresolved"].sum()) if len(edges) else 0
-    n_unmatched = int(len(edges) - len(matched)) - n_unresolved
+    empty = pd.DataFrame({c: pd.Series(dtype=object if c == "op" else np.int64)
+                          for c in _MATCHED_COLUMNS})  # fmt: skip
+    matched = _rows([empty] + [p.matched for p in with_edges])
+    n_unresolved = ec["n_unresolved"]
+    n_unmatched = ec["n_unmatched"]
     if n_unresolved:
         notes.append(
             f"stream switches: {n_unresolved} inferred edge(s) are unresolved: the guessed "
@@ -338,27 +415,14 @@ def summarize_switches(
             "switch_gap. The remaining inferred gaps can understate the idle (when the "
             "guessed record is a later one on the producer's stream)."
         )
-    n_negative = (
-        int(((matched["gap_raw_ns"] < 0) & matched["binding"]).sum()) if len(matched) else 0
-    )
     if n_unmatched:
         notes.append(
             f"stream switches: {n_unmatched} wait edge(s) had no producer or no consumer "
             "device interval with a launch call (record call missing, or nothing launched "
             "after the wait); they are counted but have no switch_gap."
         )
-
-    # host-side costs: event record/wait calls, and blocking syncs (flagged separately)
-    sw_calls = calls.loc[calls["api"].isin(RECORD_CALLS + WAIT_CALLS)].copy()
-    sw_calls["iteration"] = ctx.iteration_at(
-        sw_calls["rank"].to_numpy(), sw_calls["start"].to_numpy()
-    )
-    blk = calls.loc[calls["api"].isin(BLOCKING_CALLS)].copy()
-    blk["iteration"] = ctx.iteration_at(blk["rank"].to_numpy(), blk["start"].to_numpy())
-    blk["op"] = ctx.op_at(
-        blk["rank"].to_numpy(), blk["pid"].to_numpy(), blk["tid"].to_numpy(),
-        blk["start"].to_numpy(),
-    )  # fmt: skip
+    blk = _rows([p.blocking for p in parts])
+    cpu = _rows([p.calls for p in parts])
 
     # per (rank, iteration)
     keys = ["rank", "iteration"]
@@ -373,9 +437,8 @@ def summarize_switches(
     for col in ("switch_gap_p50_ns", "switch_gap_p95_ns"):
         if col not in per_it:
             per_it[col] = np.nan
-    cpu = sw_calls.groupby(keys).agg(switch_cpu_ns=("dur", "sum"), n_switch_calls=("dur", "size"))
     bk = blk.groupby(keys).agg(blocking_sync_ns=("dur", "sum"), n_blocking_sync=("dur", "size"))
-    per_it = per_it.merge(cpu.reset_index(), on=keys, how="outer")
+    per_it = per_it.merge(cpu, on=keys, how="outer")
     per_it = per_it.merge(bk.reset_index(), on=keys, how="outer")
     per_it = per_it.loc[per_it["iteration"] >= 0].sort_values(keys).reset_index(drop=True)
     for col in (
@@ -421,18 +484,18 @@ def summarize_switches(
     n_rank_steps = len(walls)
     gap_steps = int(in_steps["switch_gap_ns"].sum()) if len(in_steps) else 0
     blk_steps = int(blk.loc[blk["iteration"] >= 0, "dur"].sum())
-    cpu_steps = int(sw_calls.loc[sw_calls["iteration"] >= 0, "dur"].sum())
+    cpu_steps = cc["cpu_steps_ns"]
     worst = by_pair.head(1).to_dict("records")
     section = {
         "source": source,
-        "n_edges": len(edges),
+        "n_edges": ec["n_edges"],
         "n_inferred": n_inferred,
         "n_unresolved": n_unresolved,
         "n_unmatched": n_unmatched,
-        "n_negative": n_negative,
+        "n_negative": ec["n_negative"],
         "switch_gap": stats_ns(matched["switch_gap_ns"] if len(matched) else []),
-        "switch_cpu_ns": int(sw_calls["dur"].sum()),
-        "n_switch_calls": len(sw_calls),
+        "switch_cpu_ns": cc["switch_cpu_ns"],
+        "n_switch_calls": cc["n_switch_calls"],
         "blocking_sync_ns": int(blk["dur"].sum()),
         "n_blocking_sync": len(blk),
         "n_rank_steps": n_rank_steps,

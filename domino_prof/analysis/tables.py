@@ -8,15 +8,25 @@ import numpy as np
 import pandas as pd
 
 
-def iteration_walls(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, iteration >= 0): wall_ns = last device end - first device start."""
+def iteration_spans(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, iteration >= 0): ``start`` = first device start, ``end`` = last device
+    end and ``wall_ns`` = end - start (int64)."""
     iv = intervals.loc[intervals["iteration"] >= 0]
     g = iv.groupby(["rank", "iteration"], observed=True, sort=True)
-    w = g.agg(first=("start", "min"), last=("end", "max")).reset_index()
-    w["wall_ns"] = (w["last"] - w["first"]).astype(np.int64)
-    w["rank"] = w["rank"].astype(np.int64)
-    w["iteration"] = w["iteration"].astype(np.int64)
-    return w[["rank", "iteration", "wall_ns"]]
+    w = g.agg(start=("start", "min"), end=("end", "max")).reset_index()
+    w["wall_ns"] = (w["end"] - w["start"]).astype(np.int64)
+    for c in ("rank", "iteration", "start", "end"):
+        w[c] = w[c].astype(np.int64)
+    return w[["rank", "iteration", "start", "end", "wall_ns"]]
+
+
+def iteration_walls(intervals_or_spans: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, iteration >= 0): wall_ns = last device end - first device start (from
+    the intervals frame, or from :func:`iteration_spans` rows)."""
+    s = intervals_or_spans
+    if "wall_ns" not in s:
+        s = iteration_spans(s)
+    return s[["rank", "iteration", "wall_ns"]].reset_index(drop=True)
 
 
 def pct(values: np.ndarray | pd.Series, q: float) -> float | None:
@@ -44,6 +54,10 @@ def grouped_stats(df: pd.DataFrame, keys: list[str], col: str, prefix: str) -> p
     out = g.agg(["count", "sum"]).rename(
         columns={"count": f"n_{prefix}", "sum": f"{prefix}_total_ns"}
     )
+    if len(df) == 0:  # no group: the columns, no rows
+        out[f"{prefix}_p50_ns"] = np.empty(0, np.float64)
+        out[f"{prefix}_p95_ns"] = np.empty(0, np.float64)
+        return out.reset_index()
     qs = g.quantile([0.5, 0.95]).unstack()
     out[f"{prefix}_p50_ns"] = qs[0.5].astype(np.float64)
     out[f"{prefix}_p95_ns"] = qs[0.95].astype(np.float64)

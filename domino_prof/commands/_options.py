@@ -3,7 +3,7 @@
 ``analyze``, ``report``, ``compare``, ``check`` and ``baseline`` take the same PATH
 forms (a trace file, a directory of rank traces, a run directory, ``RUN_DIR/<mode>``)
 and the same ``--mode``, ``--rank``, ``--skip-bad``, ``--comm-pattern``,
-``--comm-pattern-only`` and ``--memcpy-as-comm``; those that show findings
+``--comm-pattern-only``, ``--memcpy-as-comm`` and ``--scheduler``; those that show findings
 (``analyze``, ``report``, ``compare``) take ``--threshold``. Every output file is
 ``-o/--output PATH`` (docs/ARCHITECTURE.md section 5 states the convention).
 The switches here are flags only (no ``--no-`` forms: they default to off).
@@ -73,6 +73,16 @@ MemcpyAsCommOpt = Annotated[
         "buffers); copies between devices are comm anyway.",
     ),
 ]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Analyse the rank files on a Dask cluster: its scheduler's address "
+        "(tcp://HOST:8786), or 'local' for a LocalCluster here (pip install "
+        "'domino-prof[dask]'). Default: a local process pool.",
+    ),
+]
 ThresholdOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -114,6 +124,7 @@ class Reading:
     comm_pattern_only: bool = False
     memcpy_as_comm: bool = False
     thresholds: dict[str, float] = field(default_factory=dict)
+    scheduler: str | None = None
 
     def config(self) -> Any:
         """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
@@ -126,10 +137,15 @@ class Reading:
             thresholds=self.thresholds,
         )
 
-    def analyse(self, trace_path: Path, config: Any) -> Any:
+    def analyse(self, trace_path: Path, config: Any, *, keep_intervals: bool = True) -> Any:
+        """The Analysis of one trace path (``keep_intervals``: the report's timeline and
+        the gate's selections need every interval; the JSON and the summary do not)."""
         from domino_prof.gate import analyse
 
-        return analyse(trace_path, config, rank=self.rank, skip_bad=self.skip_bad)
+        return analyse(
+            trace_path, config, rank=self.rank, skip_bad=self.skip_bad,
+            scheduler=self.scheduler, keep_intervals=keep_intervals,
+        )  # fmt: skip
 
 
 def guess_format(path: Path, formats: dict[str, str], *, option: str = "-o") -> str:

@@ -11,7 +11,6 @@ parses flags and formats.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import sys
 from enum import Enum
@@ -28,6 +27,7 @@ from domino_prof.commands._options import (
     PathArg,
     RankOpt,
     Reading,
+    SchedulerOpt,
     SkipBadOpt,
     ThresholdOpt,
     guess_format,
@@ -275,6 +275,7 @@ def register(app: typer.Typer) -> None:
         memcpy_as_comm: MemcpyAsCommOpt = False,
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
+        scheduler: SchedulerOpt = None,
         threshold: ThresholdOpt = None,
         json_out: Annotated[
             Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
@@ -287,6 +288,7 @@ def register(app: typer.Typer) -> None:
 
         Also per phase, iteration and collective (--by), with the overheads beyond
         overlap (stream switches, launches, cross-rank waits) as ranked findings."""
+        from domino_prof.analysis.document import encode
         from domino_prof.gate import skipped_notes
         from domino_prof.runs import resolve
 
@@ -303,7 +305,7 @@ def register(app: typer.Typer) -> None:
         reading = Reading(
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold),
+            thresholds=parse_thresholds(threshold), scheduler=scheduler,
         )  # fmt: skip
         config = reading.config()
         report = _import_report() if html_path is not None else None  # before a long load
@@ -311,12 +313,12 @@ def register(app: typer.Typer) -> None:
         (m,), notes = target.select(mode, default="one", verb="analysing")
         to_stdout = json_path is not None and str(json_path) == "-"
         print_notes(notes)
-        a = reading.analyse(target.modes[m], config)
+        a = reading.analyse(target.modes[m], config, keep_intervals=html_path is not None)
         print_notes(skipped_notes(a))
         run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
         if to_stdout:
-            sys.stdout.write(json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
+            _write_stdout(encode(a.to_json()))
         else:
             if target.is_run_dir and len(target.modes) > 1:
                 from domino_prof.commands._format import modes_table
@@ -328,13 +330,21 @@ def register(app: typer.Typer) -> None:
                     Console().print(print_modes)
             print_summary(a, by=by_choice, top=top, mode=m)
             if json_path is not None:
-                outputs.append(
-                    (json_path, json.dumps(a.to_json(), indent=2, allow_nan=False) + "\n")
-                )
+                outputs.append((json_path, encode(a.to_json())))
         if report is not None:
             outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    out = getattr(sys.stdout, "buffer", None)
+    if out is not None:
+        out.write(data)
+        out.flush()
+    else:  # a text-only stream (tests)
+        sys.stdout.write(data.decode("utf-8"))
 
 
 def _one(given: Path | None, new: Path, what: str) -> Path:

@@ -23,6 +23,7 @@ from domino_prof.commands._options import (
     MemcpyAsCommOpt,
     PathArg,
     RankOpt,
+    SchedulerOpt,
     SkipBadOpt,
     guess_format,
     mode_option,
@@ -103,6 +104,7 @@ def check(
     memcpy_as_comm: MemcpyAsCommOpt = False,
     rank: RankOpt = None,
     skip_bad: SkipBadOpt = False,
+    scheduler: SchedulerOpt = None,
     output: Annotated[
         list[Path] | None,
         typer.Option(
@@ -146,6 +148,7 @@ def check(
             memcpy_as_comm=memcpy_as_comm,
             rank=rank,
             skip_bad=skip_bad,
+            scheduler=scheduler,
         )
     except DominoProfError as e:
         text = message(e, cli=True)
@@ -192,6 +195,7 @@ def baseline(
     memcpy_as_comm: MemcpyAsCommOpt = False,
     rank: RankOpt = None,
     skip_bad: SkipBadOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Record the overlap figures that check --baseline compares to.
 
@@ -212,6 +216,7 @@ def baseline(
         memcpy_as_comm=memcpy_as_comm,
         rank=rank,
         skip_bad=skip_bad,
+        scheduler=scheduler,
     )
     print_notes(notes)
     write_outputs([(output, json.dumps(doc, indent=2, allow_nan=False) + "\n")],

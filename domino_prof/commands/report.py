@@ -26,6 +26,7 @@ from domino_prof.commands._options import (
     PathArg,
     RankOpt,
     Reading,
+    SchedulerOpt,
     SkipBadOpt,
     ThresholdOpt,
     mode_option,
@@ -39,22 +40,19 @@ def analyse_for_report(reading: Reading, trace_path: Path, config: Any, *, in_ru
     and cannot be analysed (no device or gloo activity, e.g. a CPU run's ``nocomm``
     mode), or in a run a mode whose traces cannot be loaded. A plain trace that cannot
     be loaded stays an error."""
-    from domino_prof.analysis import analyze
+    from domino_prof.errors import NoActivityError
     from domino_prof.report.figures import Unavailable
     from domino_prof.runs import trace_missing
-    from domino_prof.trace import load_trace
 
     try:
         if not trace_path.exists():
             raise trace_missing(trace_path)
-        trace = load_trace(trace_path, rank=reading.rank, skip_bad=reading.skip_bad)
+        return reading.analyse(trace_path, config)
+    except NoActivityError as e:  # loads, but nothing to analyse
+        return Unavailable(f"Not analysed: {e}")
     except TraceError as e:
         if not in_run:
             raise
-        return Unavailable(f"Not analysed: {e}")
-    try:
-        return analyze(trace, config)
-    except TraceError as e:
         return Unavailable(f"Not analysed: {e}")
 
 
@@ -95,6 +93,7 @@ def register(app: typer.Typer) -> None:
         memcpy_as_comm: MemcpyAsCommOpt = False,
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
+        scheduler: SchedulerOpt = None,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Write one self-contained HTML report (opens offline).
@@ -106,7 +105,7 @@ def register(app: typer.Typer) -> None:
         reading = Reading(
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold),
+            thresholds=parse_thresholds(threshold), scheduler=scheduler,
         )  # fmt: skip
         config = reading.config()
         target = resolve(path)
@@ -172,6 +171,7 @@ def register(app: typer.Typer) -> None:
         memcpy_as_comm: MemcpyAsCommOpt = False,
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
+        scheduler: SchedulerOpt = None,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Compare two traces or modes: headlines and per-op deltas.
@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
         reading = Reading(
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold),
+            thresholds=parse_thresholds(threshold), scheduler=scheduler,
         )  # fmt: skip
         config = reading.config()
         sides = [resolve(a), resolve(b)]

@@ -16,14 +16,13 @@ import gc
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from itertools import compress
+from itertools import compress, count, repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from domino_prof.trace.read import _FileError
 from domino_prof.trace.schema import LEGACY_CATEGORIES, RankMeta
@@ -272,8 +271,14 @@ def _pick_thread_name(labels: list[str], process_name: str | None) -> str:
 
 
 def _factorize(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    codes, uniques = pd.factorize(np.array(values, dtype=object), sort=False)
-    return codes.astype(np.int32, copy=False), [str(u) for u in uniques]
+    """Strings -> (int32 codes, categories in order of first appearance), like
+    ``pd.factorize(sort=False)`` at half its cost here: one C-level pass of
+    ``dict.setdefault`` gives every string the running count at its first appearance;
+    those first counts ascend, so ``searchsorted`` turns them into dense codes."""
+    first: dict[str, int] = {}
+    ids = np.fromiter(map(first.setdefault, values, count()), np.int64, len(values))
+    starts = np.fromiter(first.values(), np.int64, len(first))
+    return np.searchsorted(starts, ids).astype(np.int32), list(first)
 
 
 def _us_to_ns(us: np.ndarray) -> np.ndarray:
@@ -365,12 +370,14 @@ class _Part:
 
 def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list[str]] | None]:
     """int | str values -> int64 column (strings as 0) + (rows, strings) of the strings."""
-    if not any(isinstance(v, str) for v in set(values)):
+    is_str = np.fromiter(map(isinstance, values, repeat(str)), bool, n)
+    if not is_str.any():
         return np.fromiter(values, np.int64, n), None
-    rows = [i for i, v in enumerate(values) if isinstance(v, str)]
-    strs = [values[i] for i in rows]
-    col = np.fromiter((0 if isinstance(v, str) else v for v in values), np.int64, n)
-    return col, (np.asarray(rows, dtype=np.int64), strs)
+    col = np.array(values, dtype=object)
+    rows = np.flatnonzero(is_str)
+    strs = col[rows].tolist()
+    col[rows] = 0
+    return col.astype(np.int64), (rows.astype(np.int64), strs)
 
 
 def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str) -> _Part:

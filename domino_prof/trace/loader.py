@@ -64,7 +64,7 @@ from domino_prof.trace.schema import (
     Trace,
 )
 
-__all__ = ["find_trace_files", "load_trace"]
+__all__ = ["find_trace_files", "load_trace", "trace_files"]
 
 
 # --------------------------------------------------------------------------- #
@@ -102,24 +102,11 @@ def _assemble(parsed: list[_Parsed]) -> pd.DataFrame:
     return pd.DataFrame({c: data[c] for c in EVENT_COLUMNS}, copy=False)
 
 
-def load_trace(
-    path: str | os.PathLike,
-    *,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    workers: int | None = None,
-    progress: bool | None = None,
-) -> Trace:
-    """Load one Kineto trace file, or every rank file under a directory.
-
-    ``rank``: the rank of a single file that does not say (``distributedInfo.rank``
-    wins when present; a different value is an error). ``skip_bad``: in a
-    directory, skip files that cannot be loaded (listed in ``Trace.skipped``) as
-    long as one loads. ``workers``: processes for parsing rank files (None: auto,
-    bounded by cores and memory; 1: in-process); for a single file, N > 1
-    splits its events over N forked processes (auto: one process). ``progress``: a progress bar on
-    stderr (None: only for loads over 50 MB on a terminal).
-    """
+def trace_files(
+    path: str | os.PathLike, *, rank: int | None = None
+) -> tuple[Path, list[Path], bool]:
+    """The rank files PATH names: (path, files, is_dir); TraceError / ConfigError when it
+    names none (a missing path, an empty directory, ``rank`` given for a directory)."""
     p = Path(path)
     try:
         is_dir = p.is_dir()
@@ -128,28 +115,31 @@ def load_trace(
         raise TraceError(p, f"cannot access ({e})", "check the path") from None
     if not exists:
         raise TraceError(p, "no such file or directory", "check the path")
-    if is_dir:
-        if rank is not None:
-            raise ConfigError(
-                f"{p}: rank={rank} only applies to a single trace file, not a directory"
-            )
-        try:
-            files = find_trace_files(p)
-        except OSError as e:
-            raise TraceError(p, f"cannot list directory ({e})", "check its permissions") from None
-        if not files:
-            raise TraceError(
-                p,
-                "directory has no trace files (*.json, *.json.gz)",
-                "point at the directory holding the rank*.pt.trace.json(.gz) files",
-            )
-    else:
-        files = [p]
-    results = map_files(
-        partial(parse_or_error, rank=rank), files, workers=workers, progress=progress
-    )
+    if not is_dir:
+        return p, [p], False
+    if rank is not None:
+        raise ConfigError(f"{p}: rank={rank} only applies to a single trace file, not a directory")
+    try:
+        files = find_trace_files(p)
+    except OSError as e:
+        raise TraceError(p, f"cannot list directory ({e})", "check its permissions") from None
+    if not files:
+        raise TraceError(
+            p,
+            "directory has no trace files (*.json, *.json.gz)",
+            "point at the directory holding the rank*.pt.trace.json(.gz) files",
+        )
+    return p, files, True
 
-    good: list[_Parsed] = []
+
+def sort_results(
+    p: Path, files: list[Path], results: list, *, is_dir: bool, skip_bad: bool
+) -> tuple[list, list[tuple[str, str]]]:
+    """Split per-file results into the good ones and ``skipped`` (path, why): a bad
+    file is a TraceError naming it (and the fix) unless ``skip_bad`` in a directory;
+    no good file at all is one too. Other JSON files beside Kineto-named ones are
+    listed as skipped (not read), so that nothing is left out silently."""
+    good: list = []
     skipped: list[tuple[str, str]] = []
     for r in results:
         if isinstance(r, _FileError):
@@ -171,16 +161,48 @@ def load_trace(
             (str(q), "not read: only *.pt.trace.json(.gz) files are taken when any exist")
             for q in _ignored_beside(p, files)
         ]
-    by_rank: dict[int, _Parsed] = {}
-    for r in good:
-        other = by_rank.get(r.meta.rank)
-        if other is not None:
+    return good, skipped
+
+
+def check_unique_ranks(p: Path, ranked: list[tuple[int, str]]) -> None:
+    """TraceError when two files claim one rank (``ranked``: (rank, path) per file)."""
+    seen: dict[int, str] = {}
+    for r, path in ranked:
+        if r in seen:
             raise TraceError(
                 p,
-                f"two files claim rank {r.meta.rank}: {other.path} and {r.path}",
+                f"two files claim rank {r}: {seen[r]} and {path}",
                 "point at one run / mode subdirectory (one file per rank)",
             )
-        by_rank[r.meta.rank] = r
+        seen[r] = path
+
+
+def load_trace(
+    path: str | os.PathLike,
+    *,
+    rank: int | None = None,
+    skip_bad: bool = False,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> Trace:
+    """Load one Kineto trace file, or every rank file under a directory.
+
+    ``rank``: the rank of a single file that does not say (``distributedInfo.rank``
+    wins when present; a different value is an error). ``skip_bad``: in a
+    directory, skip files that cannot be loaded (listed in ``Trace.skipped``) as
+    long as one loads. ``workers``: processes for parsing rank files (None: auto,
+    bounded by cores and memory; 1: in-process); for a single file, N > 1
+    splits its events over N forked processes (auto: one process). ``progress``: a progress bar on
+    stderr (None: only for loads over 50 MB on a terminal).
+    """
+    p, files, is_dir = trace_files(path, rank=rank)
+    results = map_files(
+        partial(parse_or_error, rank=rank), files, workers=workers, progress=progress
+    )
+
+    good, skipped = sort_results(p, files, results, is_dir=is_dir, skip_bad=skip_bad)
+    check_unique_ranks(p, [(r.meta.rank, r.path) for r in good])
+    by_rank = {r.meta.rank: r for r in good}
     events = _assemble(good)
     return Trace(
         events=events,

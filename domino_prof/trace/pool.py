@@ -86,8 +86,9 @@ def _plan_chunks(size: int, workers: int | None) -> int:
     return 1 if workers is None else max(1, workers)
 
 
-def _plan_workers(sizes: list[int], workers: int | None) -> int:
-    """Processes for several files, bounded by cores and by memory."""
+def _plan_workers(sizes: list[int], workers: int | None, *, peak_factor: float = 1.0) -> int:
+    """Processes for several files, bounded by cores and by memory (``peak_factor``:
+    a job's peak over a plain load's, :func:`_peak_bytes`)."""
     if len(sizes) <= 1:
         return 1
     cores = _cores()
@@ -95,44 +96,45 @@ def _plan_workers(sizes: list[int], workers: int | None) -> int:
         if sum(sizes) < _POOL_BYTES:
             return 1
         workers = cores or 1
-    by_mem = max(1, int(_available_memory() * 0.8) // max(_peak_bytes(max(sizes)), 1))
+    peak = int(_peak_bytes(max(sizes)) * peak_factor)
+    by_mem = max(1, int(_available_memory() * 0.8) // max(peak, 1))
     return max(1, min(workers, len(sizes), by_mem))
 
 
-class _Progress:
-    """A rich progress bar on stderr (bytes of JSON done), or nothing."""
+class Progress:
+    """A rich progress bar on stderr over rank files (done / total), or nothing."""
 
-    def __init__(self, total: int, n_files: int, enabled: bool) -> None:
+    def __init__(self, n_files: int, enabled: bool, *, what: str = "loading") -> None:
         self.bar = None
         if not enabled:
             return
         from rich.console import Console
         from rich.progress import (
             BarColumn,
-            DownloadColumn,
-            Progress,
+            MofNCompleteColumn,
             SpinnerColumn,
             TextColumn,
             TimeElapsedColumn,
         )
+        from rich.progress import Progress as Bar
 
-        self.bar = Progress(
+        self.bar = Bar(
             SpinnerColumn(),
-            TextColumn("loading {task.fields[files]}"),
+            TextColumn(f"{what} rank files"),
             BarColumn(),
-            DownloadColumn(),
+            MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
             auto_refresh=False,  # no refresh thread: workers are forked while it shows
         )
-        self.task = self.bar.add_task("load", total=total, files=f"{n_files} trace file(s)")
+        self.task = self.bar.add_task(what, total=n_files)
         self.bar.start()
         self.bar.refresh()
 
-    def advance(self, nbytes: int) -> None:
+    def advance(self, n_files: int = 1) -> None:
         if self.bar is not None:
-            self.bar.advance(self.task, nbytes)
+            self.bar.advance(self.task, n_files)
             self.bar.refresh()
 
     def close(self) -> None:
@@ -149,12 +151,21 @@ def _pool_context():
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
+def show_progress(files: list[Path], progress: bool | None) -> bool:
+    """Whether to draw the bar: as asked, else for loads over 50 MB on a terminal."""
+    if progress is not None:
+        return bool(progress)
+    return sum(_uncompressed_size(p) for p in files) > _PROGRESS_BYTES and sys.stderr.isatty()
+
+
 def map_files(
     job: Callable[[str, int], Any],
     files: list[Path],
     *,
     workers: int | None,
     progress: bool | None,
+    what: str = "loading",
+    peak_factor: float = 1.0,
 ) -> list[Any]:
     """``job(str(path), nproc)`` for every file, results in file order. One file, or
     loads too small for a pool: in-process (one file may still split its events over
@@ -163,15 +174,15 @@ def map_files(
     sizes = [_uncompressed_size(p) for p in files]
     total = sum(sizes)
     show = progress if progress is not None else total > _PROGRESS_BYTES and sys.stderr.isatty()
-    n_workers = _plan_workers(sizes, workers)
+    n_workers = _plan_workers(sizes, workers, peak_factor=peak_factor)
     results: list[Any] = []
     if n_workers <= 1:
         nproc = _plan_chunks(sizes[0], workers) if len(files) == 1 else 1
-        bar = _Progress(total, len(files), bool(show))
+        bar = Progress(len(files), bool(show), what=what)
         try:
-            for p, s in zip(files, sizes):
+            for p in files:
                 results.append(job(str(p), nproc))
-                bar.advance(s)
+                bar.advance()
         finally:
             bar.close()
         return results
@@ -179,12 +190,12 @@ def map_files(
     order = sorted(range(len(files)), key=lambda i: -sizes[i])
     with ProcessPoolExecutor(max_workers=n_workers, mp_context=_pool_context()) as ex:
         futs = {i: ex.submit(job, str(files[i]), 1) for i in order}
-        bar = _Progress(total, len(files), bool(show))
+        bar = Progress(len(files), bool(show), what=what)
         try:
             out: dict[int, Any] = {}
             for i in order:
                 out[i] = futs[i].result()
-                bar.advance(sizes[i])
+                bar.advance()
         finally:
             bar.close()
     return [out[i] for i in range(len(files))]

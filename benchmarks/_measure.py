@@ -1,0 +1,92 @@
+"""Whole-process measurements for the benchmarks: wall time, CPU time and the peak RSS
+of the whole process tree (the command, its pool or Dask workers, their children).
+
+``measure(cmd)`` starts ``cmd``, samples the summed RSS of its process tree every
+``interval`` s with psutil (RSS counts pages shared by forked workers once per process,
+so the sum is an upper bound), and takes CPU time from ``getrusage(RUSAGE_CHILDREN)``
+(every descendant that was waited for). A run past ``timeout`` s or above ``rss_limit_mb``
+is killed (tree included) and reported so.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import time
+
+
+def _cpu_children() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _tree_rss(proc) -> int:
+    import psutil
+
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def measure(
+    cmd: list[str],
+    *,
+    timeout: float = 600.0,
+    rss_limit_mb: float = 20_000.0,
+    interval: float = 0.1,
+    env: dict | None = None,
+    cwd: str | None = None,
+) -> dict:
+    """Run ``cmd``; {wall_s, cpu_s, peak_rss_mb, rc, error?, stdout, stderr}."""
+    import psutil
+
+    cpu0 = _cpu_children()
+    t0 = time.perf_counter()
+    p = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
+        start_new_session=True,
+    )  # fmt: skip
+    proc = psutil.Process(p.pid)
+    peak = 0
+    error = None
+    while p.poll() is None:
+        peak = max(peak, _tree_rss(proc))
+        if time.perf_counter() - t0 > timeout:
+            error = f"timed out after {timeout:.0f} s"
+        elif peak / 1e6 > rss_limit_mb:
+            error = f"killed above {rss_limit_mb / 1000:.0f} GB of RSS"
+        if error:
+            os.killpg(p.pid, signal.SIGKILL)
+            break
+        time.sleep(interval)
+    out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    res = {
+        "wall_s": wall,
+        "cpu_s": _cpu_children() - cpu0,
+        "peak_rss_mb": peak / 1e6,
+        "rc": p.returncode,
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+    }
+    if error is None and p.returncode != 0:
+        tail = (res["stderr"] or res["stdout"]).strip().splitlines()[-1:] or ["no output"]
+        error = f"exit {p.returncode}: {tail[0][:160]}"
+    if error:
+        res["error"] = error
+    return res
+
+
+def load_avg() -> str:
+    a = os.getloadavg()
+    return f"{a[0]:.2f}/{a[1]:.2f}/{a[2]:.2f}"

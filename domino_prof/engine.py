@@ -1,0 +1,225 @@
+"""Analyse a PATH of rank files: per-rank map where each file is read, cross-rank reduce.
+
+:func:`analyse_path` is what every command runs. Each rank file is parsed **and
+analysed** by one job (:func:`rank_job`), in-process, in the local process pool
+(``trace.pool.map_files``, bounded by cores and memory) or on a Dask distributed
+cluster (``scheduler``: an address, or ``"local"`` for a ``LocalCluster`` on this
+machine); the job returns the rank's ``analysis.rankwise.RankResult`` (its per-rank
+results and the compact tables the cross-rank analysis needs), never its events. The
+parent reduces them with ``rankwise.combine``: its peak memory is bounded by the
+largest rank file times the workers plus the per-rank results, not by the sum of all
+ranks' events, and the numbers are those of ``analysis.analyze`` on the loaded trace.
+
+A rank file that cannot be read or analysed comes back as an error value naming the
+file: one TraceError line (exit 2), or with ``skip_bad`` a skipped file and a note.
+A worker that dies (out of memory, killed) is reported the same way, for its file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from domino_prof.errors import ConfigError, DominoProfError, TraceError, message
+
+LOCAL = "local"  # --scheduler local: a LocalCluster on this machine
+# a job's peak memory over a plain load's (trace.pool._peak_bytes): the events frame,
+# the intervals and the analysis' temporaries are alive at once (measured on the
+# tiled H200 trace: ~1.6x)
+ANALYSIS_PEAK_FACTOR = 2.0
+
+
+@dataclass
+class _NoActivity:
+    """A rank file without device work or gloo collectives (fine if another rank has)."""
+
+    path: str
+    meta: Any
+
+
+def rank_job(
+    path_s: str,
+    nproc: int = 1,
+    *,
+    rank: int | None,
+    config: Any,
+    keep_intervals: bool,
+    mode: str | None = None,
+) -> Any:
+    """Parse and analyse one rank file (a worker's job; picklable results only):
+    a ``RankResult``, a ``_NoActivity`` or a ``trace.read._FileError`` naming the file.
+    ``mode``: the whole trace's mode, when a first pass found this rank's own differs."""
+    from domino_prof.trace.parse import parse_or_error
+    from domino_prof.trace.read import _FileError
+
+    parsed = parse_or_error(path_s, nproc, rank=rank)
+    if isinstance(parsed, _FileError):
+        return parsed
+    try:
+        from domino_prof.analysis.classify import trace_mode
+        from domino_prof.analysis.rankwise import analyze_rank
+        from domino_prof.trace.loader import _assemble
+        from domino_prof.trace.schema import Trace
+
+        meta = parsed.meta
+        trace = Trace(events=_assemble([parsed]), ranks={meta.rank: meta}, source=path_s)
+        del parsed  # the columns now live in the frame
+        mode = trace_mode(trace.events) if mode is None else mode
+        if mode is None:
+            return _NoActivity(path_s, meta)
+        out = analyze_rank(trace, config, rank=meta.rank, mode=mode, keep_intervals=keep_intervals)
+        out.meta = meta
+        return out
+    except DominoProfError as e:
+        return _FileError(path_s, message(e), "fix or re-export this rank's trace")
+    except MemoryError:
+        return _FileError(path_s, "out of memory while analysing", "use fewer workers")
+    except Exception as e:  # noqa: BLE001  (a bug: name the rank file, and what it was)
+        return _FileError(
+            path_s,
+            f"analysis failed ({type(e).__name__}: {e})",
+            "report it to domino-prof with this trace file",
+        )
+
+
+def analyse_path(
+    path: str | os.PathLike,
+    config: Any,
+    *,
+    rank: int | None = None,
+    skip_bad: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool | None = None,
+    keep_intervals: bool = True,
+) -> Any:
+    """The ``Analysis`` of a trace file or a directory of rank files (module doc).
+    ``keep_intervals``: also bring back every rank's intervals and compute reference
+    (the report's timeline and the gate's phase/op selections need them)."""
+    from domino_prof.analysis.classify import no_activity_error
+    from domino_prof.analysis.rankwise import RankResult, combine
+    from domino_prof.trace.loader import check_unique_ranks, sort_results, trace_files
+    from domino_prof.trace.read import _FileError
+    from domino_prof.trace.schema import Trace, empty_events
+
+    p, files, is_dir = trace_files(path, rank=rank)
+    job = partial(rank_job, rank=rank, config=config, keep_intervals=keep_intervals)
+    results = _map(job, files, workers=workers, scheduler=scheduler, progress=progress)
+    good, skipped = sort_results(p, files, results, is_dir=is_dir, skip_bad=skip_bad)
+    check_unique_ranks(p, [(r.meta.rank, r.path if isinstance(r, _NoActivity) else
+                            r.meta.path) for r in good])  # fmt: skip
+    metas = {r.meta.rank: r.meta for r in good}
+    modes = {r.mode for r in good if isinstance(r, RankResult)}
+    mode = "gpu" if "gpu" in modes else "cpu" if "cpu" in modes else None
+    if mode is None:
+        raise no_activity_error(Trace(events=empty_events(), ranks=metas, source=str(p)))
+    # a rank whose own mode is not the trace's (no device work in a GPU trace): again,
+    # in the trace's mode (rare; its file is read a second time)
+    again = [i for i, r in enumerate(good) if isinstance(r, _NoActivity) or r.mode != mode]
+    if again:
+        paths = [Path(_path_of(good[i])) for i in again]
+        redo = _map(partial(job, mode=mode), paths, workers=workers, scheduler=scheduler,
+                    progress=progress)  # fmt: skip
+        for i, r in zip(again, redo):
+            if isinstance(r, _FileError):
+                if not (is_dir and skip_bad):
+                    raise TraceError(r.path, r.problem, r.fix)
+                skipped.append((r.path, r.problem))
+                r = None
+            good[i] = r
+        good = [r for r in good if r is not None]
+        metas = {r.meta.rank: r.meta for r in good}
+    return combine(good, config, source=str(p), ranks=sorted(metas), metas=metas,
+                   skipped=skipped)  # fmt: skip
+
+
+def _path_of(r: Any) -> str:
+    return r.path if isinstance(r, _NoActivity) else r.meta.path
+
+
+def _map(job, files: list[Path], *, workers, scheduler, progress) -> list[Any]:
+    if scheduler is None:
+        from domino_prof.trace.pool import map_files
+
+        return map_files(job, files, workers=workers, progress=progress, what="analysing",
+                         peak_factor=ANALYSIS_PEAK_FACTOR)  # fmt: skip
+    return dask_map(job, files, scheduler=scheduler, progress=progress, workers=workers)
+
+
+# --------------------------------------------------------------------------- Dask
+def _import_distributed():
+    try:
+        import distributed
+    except ModuleNotFoundError:
+        raise ConfigError(
+            "--scheduler needs Dask distributed (not installed); pip install 'domino-prof[dask]'"
+        ) from None
+    return distributed
+
+
+def dask_map(
+    job,
+    files: list[Path],
+    *,
+    scheduler: str,
+    progress: bool | None,
+    workers: int | None = None,
+    timeout_s: float = 60.0,
+) -> list[Any]:
+    """``job(path)`` for every file on a Dask cluster, results in file order, with a
+    progress bar over ranks. ``scheduler``: a scheduler address (``tcp://host:8786``)
+    or ``"local"``: a ``LocalCluster`` of worker processes on this machine (one per
+    core, at most one per file, or ``workers``), started and closed here. A job that
+    raises or whose worker dies comes back as an error naming its file."""
+    import logging
+
+    distributed = _import_distributed()
+    from domino_prof.trace.pool import Progress, _cores, show_progress
+    from domino_prof.trace.read import _FileError
+
+    cluster = None
+    try:
+        if scheduler == LOCAL:
+            n = max(1, min(workers or _cores(), len(files)))
+            cluster = distributed.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )  # fmt: skip
+            address: Any = cluster
+        else:
+            address = scheduler
+        try:
+            client = distributed.Client(address, timeout=f"{timeout_s}s")
+        except (OSError, TimeoutError) as e:
+            raise ConfigError(
+                f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); "
+                "give its address (tcp://HOST:8786) or 'local'"
+            ) from None
+        with client:
+            paths = [str(f) for f in files]
+            futs = client.map(job, paths, key=[f"domino-prof-rank-{i}" for i in range(len(paths))],
+                              pure=False)  # fmt: skip
+            index = {f.key: i for i, f in enumerate(futs)}
+            out: list[Any] = [None] * len(files)
+            bar = Progress(len(files), show_progress(files, progress), what="analysing")
+            try:
+                for fut in distributed.as_completed(futs):
+                    i = index[fut.key]
+                    try:
+                        out[i] = fut.result()
+                    except Exception as e:  # noqa: BLE001  (the job raised, or its worker died)
+                        out[i] = _FileError(
+                            paths[i],
+                            f"its Dask worker failed ({type(e).__name__}: {e})",
+                            "check the worker's memory and logs",
+                        )
+                    bar.advance()
+            finally:
+                bar.close()
+            return out
+    finally:
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,172 @@
+"""Per-rank map, cross-rank reduce (``domino_prof/engine.py``).
+
+The local process pool and a Dask cluster (a ``LocalCluster`` of 2 worker processes)
+give the same JSON document, byte for byte, as ``analysis.analyze`` of the loaded trace
+(one pass over all ranks in memory), cross-rank section included; a rank file that
+cannot be read or analysed is named, and skipped with ``skip_bad``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from tracegen import TraceBuilder
+from typer.testing import CliRunner
+
+from domino_prof.analysis import AnalysisConfig, analyze
+from domino_prof.analysis.document import encode, read_document, table
+from domino_prof.cli import app
+from domino_prof.engine import analyse_path
+from domino_prof.errors import TraceError
+from domino_prof.trace import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from tile_trace import write_ranks
+
+CFG = AnalysisConfig()
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> Path:
+    """The committed H200 trace as 4 ranks (2 TP pairs) of 2 steps each."""
+    d = tmp_path_factory.mktemp("four") / "traces"
+    write_ranks(d, tiles=2, ranks=4, gz=True)
+    return d
+
+
+def one_pass(path: Path, **kw) -> bytes:
+    return encode(analyze(load_trace(path, **kw), CFG).to_json())
+
+
+def test_pool_gives_the_one_pass_document(four_ranks):
+    want = one_pass(four_ranks)
+    a = analyse_path(four_ranks, CFG, workers=2, keep_intervals=False)
+    assert a.intervals is None  # only the per-rank results crossed
+    assert encode(a.to_json()) == want
+    doc = json.loads(want)
+    ar = doc["overheads"]["across_ranks"]
+    assert ar["computed"] and ar["n_ranks"] == 4 and ar["n_instances"] == 2 * 2 * 24
+    assert doc["by_rank"]["rank"] == [0, 1, 2, 3]
+
+
+def test_a_rank_without_device_work_is_analysed_in_the_trace_s_mode(tmp_path):
+    # rank 1 has only CPU ops: on its own no mode, in this GPU trace an empty rank
+    b = TraceBuilder(rank=0, world_size=2)
+    b.step(1, 0, 100)
+    b.kernel("gemm", stream=7, start=0, dur=40, launch=1)
+    b.kernel("ncclDevKernel_AllReduce", stream=13, start=20, dur=40, launch=2)
+    b.write(tmp_path / "rank0.json")
+    c = TraceBuilder(rank=1, world_size=2)
+    c.step(1, 0, 100)
+    c.cpu("aten::mm", 1, 10)
+    c.write(tmp_path / "rank1.json")
+    a = analyse_path(tmp_path, CFG, workers=1, keep_intervals=False)
+    assert encode(a.to_json()) == one_pass(tmp_path)
+    assert a.by_rank["comm_ns"].tolist() == [40_000, 0]
+
+
+def test_a_rank_that_fails_its_analysis_is_named(tmp_path, monkeypatch):
+    from domino_prof.analysis import rankwise
+
+    for r in (0, 1):
+        b = TraceBuilder(rank=r, world_size=2)
+        b.step(1, 0, 100)
+        b.kernel("ncclDevKernel_AllReduce", stream=13, start=20, dur=40, launch=2)
+        b.write(tmp_path / f"rank{r}.json")
+    real = rankwise.analyze_rank
+
+    def flaky(trace, config, *, rank, **kw):
+        if rank == 1:
+            raise RuntimeError("boom")
+        return real(trace, config, rank=rank, **kw)
+
+    monkeypatch.setattr(rankwise, "analyze_rank", flaky)
+    with pytest.raises(TraceError) as e:
+        analyse_path(tmp_path, CFG, workers=1)
+    assert str(e.value).startswith(f"{tmp_path / 'rank1.json'}: analysis failed (RuntimeError")
+    a = analyse_path(tmp_path, CFG, workers=1, skip_bad=True)
+    assert a.ranks == [0]
+    assert any(str(tmp_path / "rank1.json") in n and n.topic == "skipped" for n in a.notes)
+
+
+# --------------------------------------------------------------------------- Dask
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+        silence_logs=logging.ERROR, death_timeout=60,
+    ) as c:  # fmt: skip
+        yield c
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_dask_gives_the_local_document(cluster, four_ranks):
+    local = analyse_path(four_ranks, CFG, workers=2, keep_intervals=False)
+    on_dask = analyse_path(four_ranks, CFG, scheduler=cluster.scheduler_address,
+                           keep_intervals=False)  # fmt: skip
+    assert encode(on_dask.to_json()) == encode(local.to_json()) == one_pass(four_ranks)
+    assert on_dask.overheads.across_ranks.computed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_dask_names_a_bad_rank_file(cluster, four_ranks, tmp_path):
+    d = tmp_path / "traces"
+    shutil.copytree(four_ranks, d)
+    bad = d / "rank2.pt.trace.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:40])  # truncated gzip
+    with pytest.raises(TraceError) as e:
+        analyse_path(d, CFG, scheduler=cluster.scheduler_address)
+    assert str(e.value).startswith(str(bad)) and "--skip-bad" in str(e.value)
+    skipped = analyse_path(d, CFG, scheduler=cluster.scheduler_address, skip_bad=True,
+                           keep_intervals=False)  # fmt: skip
+    assert skipped.ranks == [0, 1, 3]
+    assert any(n.topic == "skipped" and str(bad) in n for n in skipped.notes)
+    local = analyse_path(d, CFG, workers=2, skip_bad=True, keep_intervals=False)
+    assert encode(skipped.to_json()) == encode(local.to_json())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_cli_scheduler_local(four_ranks):
+    pytest.importorskip("distributed")
+    runner = CliRunner()
+    r = runner.invoke(app, ["analyze", str(four_ranks), "--scheduler", "local", "-o", "-"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == json.loads(one_pass(four_ranks))
+
+
+# --------------------------------------------------------------------------- document
+def test_document_v2_is_json_and_reads_as_frames(four_ranks):
+    a = analyze(load_trace(four_ranks), CFG)
+    doc = json.loads(encode(a.to_json()))  # the stdlib reads msgspec's output
+    assert doc == json.loads(json.dumps(a.to_json(), allow_nan=False))
+    assert read_document(doc)["version"] == 2
+    by_op = table(doc, "by_op")
+    assert by_op[["rank", "op", "comm_ns", "hidden_ns"]].to_dict("records") == a.by_op[
+        ["rank", "op", "comm_ns", "hidden_ns"]
+    ].to_dict("records")
+    assert len(table(doc, "by_collective")) == len(a.by_collective) == 4 * 2 * 24
+
+
+def test_committed_v1_documents_still_read():
+    path = ROOT / "reports" / "h200x2-llama3-3b-tp2-seq4096" / "domino" / "analysis.json"
+    doc = read_document(path)
+    assert doc["version"] == 1
+    by_rank = table(doc, "by_rank")
+    assert by_rank["rank"].tolist() == [0, 1]
+    assert by_rank["comm_ns"].tolist() == [458_740_321, 368_627_248]
+    assert by_rank["hidden_pct"].tolist() == [43.95341738447273, 49.84003027361667]
+    assert set(table(doc, "by_collective").columns) >= {"rank", "name", "comm_ns", "hidden_ns"}
+    with pytest.raises(ValueError, match="version 3 is not supported"):
+        read_document({**doc, "version": 3})
