@@ -167,13 +167,15 @@ def dask_map(
     scheduler: str,
     progress: bool | None,
     workers: int | None = None,
-    timeout_s: float = 60.0,
+    timeout_s: float = 10.0,
 ) -> list[Any]:
     """``job(path)`` for every file on a Dask cluster, results in file order, with a
     progress bar over ranks. ``scheduler``: a scheduler address (``tcp://host:8786``)
     or ``"local"``: a ``LocalCluster`` of worker processes on this machine (one per
     core, at most one per file, or ``workers``), started and closed here. A job that
-    raises or whose worker dies comes back as an error naming its file."""
+    raises or whose worker dies comes back as an error naming its file. A scheduler
+    that is not an address, or does not answer within ``timeout_s``, is a ConfigError
+    (one line) before any rank file is read."""
     import logging
 
     distributed = _import_distributed()
@@ -193,7 +195,7 @@ def dask_map(
             address = scheduler
         try:
             client = distributed.Client(address, timeout=f"{timeout_s}s")
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError, ValueError) as e:  # ValueError: not an address
             raise ConfigError(
                 f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); "
                 "give its address (tcp://HOST:8786) or 'local'"

@@ -146,6 +146,24 @@ def test_cli_scheduler_local(four_ranks):
     assert json.loads(r.stdout) == json.loads(one_pass(four_ranks))
 
 
+@pytest.mark.parametrize("address", ["bogus", "tcp://127.0.0.1:1"])
+def test_a_scheduler_that_cannot_be_reached_is_one_line(address, four_ranks):
+    """Not an address (was a traceback), or nothing listening: one line, exit 2, and
+    quickly (the connect timeout is 10 s by default; 1 s here)."""
+    pytest.importorskip("distributed")
+    from domino_prof.engine import dask_map
+    from domino_prof.errors import ConfigError
+
+    files = sorted(four_ranks.glob("*.json.gz"))
+    with pytest.raises(ConfigError, match=r"cannot reach the Dask scheduler .*'local'"):
+        dask_map(len, files, scheduler=address, progress=False, timeout_s=1.0)
+    if address == "bogus":
+        r = CliRunner().invoke(app, ["analyze", str(four_ranks), "--scheduler", address])
+        assert r.exit_code == 2, r.output
+        assert "--scheduler bogus: cannot reach the Dask scheduler" in r.output
+        assert "Traceback" not in r.output
+
+
 # --------------------------------------------------------------------------- document
 def test_document_v2_is_json_and_reads_as_frames(four_ranks):
     a = analyze(load_trace(four_ranks), CFG)
