@@ -391,6 +391,8 @@ def _bad(tmp_path: Path, kind: str) -> Path:
         p.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": 0}}')
     elif kind == "not_a_trace":
         p.write_text('"just a string"')
+    elif kind == "our_analysis":  # `analyze -o x.json` output passed where a trace goes
+        p.write_text('{"schema": "domino-prof/analysis", "version": 2, "by_rank": {}}')
     return p
 
 
@@ -402,6 +404,7 @@ BAD = {
     "empty": ("empty file", "re-export"),
     "no_trace_events": ("no 'traceEvents' list", "export_chrome_trace"),
     "not_a_trace": ("not an object", "Chrome trace"),
+    "our_analysis": ("a domino-prof analysis document, not a profiler trace", "run directory"),
 }
 
 

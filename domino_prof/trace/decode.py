@@ -71,6 +71,7 @@ class _Doc(msgspec.Struct, gc=False):
     deviceProperties: Any = None
     hostName: Any = None
     host_name: Any = None
+    schema: Any = None  # set in domino-prof's own documents (analysis.json, run.json)
 
 
 class _TsOnly(msgspec.Struct, frozen=True, gc=False):
@@ -152,6 +153,16 @@ def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
             gc.enable()
     if isinstance(doc, list):
         return {}, doc
+    if (
+        doc.traceEvents is None
+        and isinstance(doc.schema, str)
+        and doc.schema.startswith("domino-prof/")
+    ):
+        raise _FileError(
+            sp,
+            f"this is a domino-prof {doc.schema.split('/', 1)[1]} document, not a profiler trace",
+            "pass the trace files or the run directory it was made from",
+        )
     if doc.traceEvents is None:
         raise _FileError(
             sp,
