@@ -35,35 +35,15 @@ from pathlib import Path
 
 import pytest
 
+# the job imports this module's clean_shutdown (one copy of the shutdown logic);
+# torch.distributed.nn first: before init_process_group (module docstring)
 PREAMBLE = textwrap.dedent(
-    '''
-    import os as _os
-    import torch.distributed as _dist
-    import torch.distributed.nn  # noqa: F401  before init_process_group: see tests/gloo_job.py
-
-
-    def _gloo_threads():
-        task = "/proc/self/task"
-        if not _os.path.isdir(task):
-            return []
-        names = []
-        for t in _os.listdir(task):
-            try:
-                with open(f"{task}/{t}/comm") as f:
-                    names.append(f.read().strip())
-            except OSError:
-                pass
-        return [n for n in names if n == "pt_gloo_runloop"]
-
-
-    def clean_shutdown():
-        """barrier, destroy the group (joins its runloop threads), check none is left."""
-        _dist.barrier()
-        _dist.destroy_process_group()
-        left = _gloo_threads()
-        if left:
-            raise SystemExit(f"{len(left)} pt_gloo_runloop threads alive after destroy")
-    '''
+    f"""
+    import sys as _sys
+    import torch.distributed.nn  # noqa: F401
+    _sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    from gloo_job import clean_shutdown
+    """
 )
 
 
@@ -102,9 +82,9 @@ def _gloo_threads() -> list[str]:
 
 
 def clean_shutdown() -> None:
-    """``PREAMBLE``'s clean_shutdown for in-process workers (``mp.spawn``): barrier,
-    destroy the group (joins its runloop threads), fail if a runloop thread is left.
-    The worker's module must import ``torch.distributed.nn`` before
+    """End a rank (a ``run_job`` script via ``PREAMBLE``, or an ``mp.spawn`` worker):
+    barrier, destroy the group (joins its runloop threads), fail if a runloop thread is
+    left. The worker's module must import ``torch.distributed.nn`` before
     ``init_process_group`` (see the module docstring): the reference model's first step
     imports torch._dynamo, which reaches it."""
     import torch.distributed as dist
