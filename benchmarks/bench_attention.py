@@ -7,8 +7,9 @@ For b = 1 and b = 2 (bf16, causal, GQA, q/k/v strided as in ``units.attn_fwd``) 
 times forward + backward of each backend inside one CUDA graph (10 calls per replay,
 median of 20 replays, so host cost is out) and prints per call µs and
 ``2·t(b=1) / t(b=2)``: the cost of splitting a 2-sequence batch into two micro-batches.
-Backends: ``flash`` (aten flash attention, what units.py uses), ``cudnn`` (aten cuDNN
-attention; k/v repeated to the query heads when it rejects GQA), ``efficient``.
+Backends: ``flash`` and ``cudnn`` are ``units.sdpa_fwd``/``sdpa_bwd`` with that
+``--attention`` kernel (exactly what the schedules call); ``cudnn-expand`` (k/v
+repeated to the query heads) and ``efficient`` are probes of kernels units.py does not use.
 Also the largest difference of each backend's outputs and gradients from flash's.
 """
 
@@ -18,6 +19,8 @@ import argparse
 import json
 
 import torch
+
+from domino_prof.reference_model import units
 
 A = torch.ops.aten
 
@@ -32,23 +35,29 @@ def make(b, H, K, S, D, dev, seed=0):
     return q, k, v, do
 
 
-def flash(q, k, v, do):
-    o, lse, cq, ck, mq, mk, rng, unused, _ = A._scaled_dot_product_flash_attention(
-        q, k, v, 0.0, True, False
-    )
-    dq, dk, dv = A._scaled_dot_product_flash_attention_backward(
-        do, q, k, v, o, lse, cq, ck, mq, mk, 0.0, True, rng, unused
-    )
-    return o, dq, dk, dv
+def _units(kind):
+    """The schedules' own kernel calls (``units.sdpa_fwd`` / ``sdpa_bwd``) with
+    ``kind`` set: what the model runs, not a copy of it."""
+
+    def fn(q, k, v, do):
+        units.set_attention(kind)
+        o, ctx = units.sdpa_fwd(q, k, v)
+        return (o, *units.sdpa_bwd(do, q, k, v, o, ctx))
+
+    return fn
+
+
+flash, cudnn = _units("flash"), _units("cudnn")
 
 
 def _rep(t, groups):
     return t if groups == 1 else t.repeat_interleave(groups, dim=1)
 
 
-def cudnn(q, k, v, do, expand=False):
+def cudnn_expand(q, k, v, do):
+    """cuDNN with k/v repeated to the query heads (a probe: units.py uses native GQA)."""
     groups = q.shape[1] // k.shape[1]
-    ke, ve = (_rep(k, groups), _rep(v, groups)) if expand else (k, v)
+    ke, ve = _rep(k, groups), _rep(v, groups)
     o, lse, cq, ck, mq, mk, seed, off, _ = A._scaled_dot_product_cudnn_attention(
         q, ke, ve, None, True, 0.0, True, False
     )
@@ -56,9 +65,8 @@ def cudnn(q, k, v, do, expand=False):
     dq, dk, dv = A._scaled_dot_product_cudnn_attention_backward(
         do, q, ke, ve, o, lse, seed, off, None, cq, ck, mq, mk, 0.0, True
     )  # fmt: skip
-    if expand and groups > 1:
-        dk = dk.unflatten(1, (-1, groups)).sum(2)
-        dv = dv.unflatten(1, (-1, groups)).sum(2)
+    dk = dk.unflatten(1, (-1, groups)).sum(2)
+    dv = dv.unflatten(1, (-1, groups)).sum(2)
     return o, dq, dk, dv
 
 
@@ -108,7 +116,7 @@ def main():
     dev = torch.device("cuda")
     print(torch.cuda.get_device_name(), torch.__version__, "SMs",
           torch.cuda.get_device_properties(dev).multi_processor_count)  # fmt: skip
-    backends = {"flash": flash, "cudnn": cudnn, "cudnn-expand": lambda *x: cudnn(*x, expand=True),
+    backends = {"flash": flash, "cudnn": cudnn, "cudnn-expand": cudnn_expand,
                 "efficient": efficient}  # fmt: skip
     res = {}
     for name, fn in backends.items():
