@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from domino_prof.reference_model.config import llama3_3b
+from domino_prof.reference_model.config import ATTENTION_KERNELS, llama3_3b
 from domino_prof.reference_model.parallel import TPComm, shard_model
 from domino_prof.reference_model.schedule import StepRunner
 from domino_prof.reference_model.verify import batch, compare, reference_grads
@@ -154,7 +154,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--out", default=".")
-    ap.add_argument("--attention", default="auto", choices=("auto", "flash", "cudnn"),
+    ap.add_argument("--attention", default="auto", choices=ATTENTION_KERNELS,
                     help="the schedules' attention kernel (units.set_attention)")  # fmt: skip
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
                     help="gloo: every rank on cuda:0 (see the module doc)")  # fmt: skip

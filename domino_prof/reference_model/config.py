@@ -104,6 +104,10 @@ def preset(name: str, *, layers: int | None = None) -> ModelConfig:
     return cfg
 
 
+# fused attention kernels on CUDA (run --attention; units.set_attention)
+ATTENTION_KERNELS = ("auto", "flash", "cudnn")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything one `domino-prof run` needs; validated before any process starts."""
@@ -174,7 +178,7 @@ class RunConfig:
             raise ConfigError("--cuda-graphs needs --device cuda")
         if self.high_priority_comm and self.device != "cuda":
             raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
-        if self.attention not in ("auto", "flash", "cudnn"):
+        if self.attention not in ATTENTION_KERNELS:
             raise ConfigError(f"unknown --attention {self.attention!r}; use auto, flash or cudnn")
         if self.attention == "cudnn" and self.device != "cuda":
             raise ConfigError("--attention cudnn needs --device cuda (cuDNN's attention kernel)")

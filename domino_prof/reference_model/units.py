@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from domino_prof.reference_model.config import ATTENTION_KERNELS
 from domino_prof.reference_model.model import apply_rope
 
 
@@ -131,7 +132,6 @@ def rope_rotate(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
 # --- attention kernels ----------------------------------------------------------------
 
 
-ATTENTION_KERNELS = ("auto", "flash", "cudnn")
 _attention = "auto"  # set_attention(); process-wide, like torch.backends' flags
 
 
