@@ -160,6 +160,31 @@ def _import_distributed():
     return distributed
 
 
+def _unreachable(scheduler: str, e: Exception) -> ConfigError:
+    return ConfigError(
+        f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); "
+        "give its address (tcp://HOST:8786) or 'local'"
+    )
+
+
+def _check_reachable(scheduler: str, timeout_s: float) -> None:
+    """Parse a tcp/tls scheduler address and open (then close) a plain socket to it,
+    before any ``distributed.Client`` exists: a Client whose connection failed is left
+    half-built, and its ``__del__`` can deadlock at garbage collection (seen in the test
+    suite: a 600 s hang). Other schemes go straight to the Client."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            host, port = parse_host_port(loc)  # ValueError: no port ("bogus")
+            socket.create_connection((host, port), timeout=timeout_s).close()
+    except (OSError, ValueError) as e:
+        raise _unreachable(scheduler, e) from None
+
+
 def dask_map(
     job,
     files: list[Path],
@@ -193,13 +218,11 @@ def dask_map(
             address: Any = cluster
         else:
             address = scheduler
+            _check_reachable(scheduler, timeout_s)
         try:
             client = distributed.Client(address, timeout=f"{timeout_s}s")
-        except (OSError, TimeoutError, ValueError) as e:  # ValueError: not an address
-            raise ConfigError(
-                f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); "
-                "give its address (tcp://HOST:8786) or 'local'"
-            ) from None
+        except (OSError, TimeoutError, ValueError) as e:
+            raise _unreachable(scheduler, e) from None
         with client:
             paths = [str(f) for f in files]
             futs = client.map(job, paths, key=[f"domino-prof-rank-{i}" for i in range(len(paths))],
