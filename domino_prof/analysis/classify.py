@@ -41,7 +41,7 @@ from domino_prof.analysis.config import (
     CommFamily,
 )
 from domino_prof.errors import NoActivityError
-from domino_prof.trace.schema import DEVICE_CATS, Trace
+from domino_prof.trace.schema import DEVICE_CATS, MTIA_DEVICE_CAT, Trace
 
 KINDS = ("compute", "comm", "memory")
 _GLOO = re.compile(r"^gloo:")
@@ -49,6 +49,11 @@ _GLOO = re.compile(r"^gloo:")
 CPU_NONCOMPUTE = re.compile(r"^(?:c10d::|record_param_comms|_?c10d_functional::)")
 _C10D_LAUNCH = re.compile(r"^c10d::(?!.*wait)")
 _ATEN = re.compile(r"^aten::")
+# MTIA device events (``mtia_ccp_events``): DMA requests are memory (HTA's "MTIA Memory"
+# grouping: ``^dma``); event_record / event_wait mark stream order, as CUDA's cuda_sync
+# events do, and are not work; every other one is a kernel (docs/METRICS.md Extension)
+_MTIA_MEMORY = re.compile(r"^dma")
+_MTIA_SYNC = re.compile(r"^event_(?:record|wait)$")
 
 INTERVAL_COLUMNS = (
     "rank", "device", "stream", "start", "end", "dur", "kind", "name", "correlation",
@@ -110,10 +115,21 @@ def classify(trace: Trace, config: AnalysisConfig, *, mode: str | None = None) -
     ev = trace.events
     mode = trace_mode(ev) if mode is None else mode
     if mode == "gpu":
-        return _classify_gpu(ev, ev["cat"].isin(DEVICE_CATS).to_numpy(), config, context(ev))
+        return _classify_gpu(ev, device_work(ev), config, context(ev))
     if mode == "cpu":
         return _classify_cpu(ev, match_names(ev["name"], _GLOO), context(ev))
     raise no_activity_error(trace)
+
+
+def device_work(events: pd.DataFrame) -> np.ndarray:
+    """Which events are device work: the ``DEVICE_CATS`` events but MTIA's stream
+    bookkeeping (event_record / event_wait)."""
+    cat = events["cat"]
+    dev = cat.isin(DEVICE_CATS).to_numpy()
+    mtia = (cat == MTIA_DEVICE_CAT).to_numpy()
+    if mtia.any():
+        dev = dev & ~(mtia & match_names(events["name"], _MTIA_SYNC))
+    return dev
 
 
 def no_activity_error(trace: Trace) -> NoActivityError:
@@ -174,7 +190,8 @@ def _classify_gpu(
     is_comm_name = match_names(dev["name"], config.comm_regex)
     kind = np.full(n, "memory", dtype=object)
     source = np.full(n, "", dtype=object)
-    is_kernel = cat == "kernel"
+    is_mtia = cat == MTIA_DEVICE_CAT
+    is_kernel = (cat == "kernel") | (is_mtia & ~match_names(dev["name"], _MTIA_MEMORY))
     kind[is_kernel] = "compute"
     comm_k = is_kernel & is_comm_name
     kind[comm_k] = "comm"
