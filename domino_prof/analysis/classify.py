@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
     CommFamily,
 )
-from domino_prof.errors import NoActivityError
+from domino_prof.errors import NoActivityError, TraceError
 from domino_prof.trace.schema import DEVICE_CATS, MTIA_DEVICE_CAT, Trace
 
 KINDS = ("compute", "comm", "memory")
@@ -130,6 +131,31 @@ def device_work(events: pd.DataFrame) -> np.ndarray:
     if mtia.any():
         dev = dev & ~(mtia & match_names(events["name"], _MTIA_SYNC))
     return dev
+
+
+def _some(names: list[str], at_most: int = 4) -> str:
+    more = len(names) - at_most
+    return ", ".join(names[:at_most]) + (f" and {more} more" if more > 0 else "")
+
+
+def mixed_modes_error(source: str, gpu: list[str], cpu: list[str]) -> TraceError:
+    """The error for rank files of two kinds in one trace: ``gpu`` files with device
+    work, ``cpu`` files with gloo collectives and none (a CPU run's ranks): analysed in
+    the GPU mode the CPU ranks would show 0 comm, so this is refused (one line)."""
+    root = Path(source)
+
+    def rel(path: str) -> str:
+        q = Path(path)
+        return str(q.relative_to(root)) if root.is_dir() and q.is_relative_to(root) else str(q)
+
+    return TraceError(
+        source,
+        f"mixes GPU rank files ({_some(sorted(map(rel, gpu)))}: device kernels) and "
+        f"CPU-only gloo rank files ({_some(sorted(map(rel, cpu)))}: gloo collectives, no "
+        "device work), which cannot be one run",
+        "analyse each run's rank files on their own (one directory per run); "
+        "domino-prof compare sets two runs side by side",
+    )
 
 
 def no_activity_error(trace: Trace) -> NoActivityError:
