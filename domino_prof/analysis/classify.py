@@ -258,6 +258,7 @@ def _classify_gpu(
     l_pid = j["pid"].fillna(-1).to_numpy(np.int64)
     l_name = np.where(has_launch, j["name"].astype(object).fillna("").to_numpy(), "")
     counts["n_no_launch"] = int((~has_launch).sum())
+    counts.update(step_counts(ctx))
 
     op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
     frame = pd.DataFrame(
@@ -312,10 +313,28 @@ def _dtod_counts(streams: tuple, kind, source, dtod, dur) -> dict[str, int]:
     }
 
 
+def step_counts(ctx: Context) -> dict[str, int]:
+    """How many ``ProfilerStep#N`` windows the trace has, and how many of zero length
+    (they hold no point: start <= t < end)."""
+    st = ctx.steps
+    zero = st["end"].to_numpy(np.int64) <= st["start"].to_numpy(np.int64)
+    return {"n_step_windows": len(st), "n_zero_steps": int(zero.sum())}
+
+
 def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
     """The classification notes of a trace from its counts (summed over ranks)."""
+    from domino_prof.analysis.results import Note
+
     c = counts
-    notes = []
+    notes: list[str] = []
+    if c.get("n_zero_steps"):
+        notes.append(Note(
+            f"{c['n_zero_steps']} of {c['n_step_windows']} ProfilerStep#N windows have zero "
+            "length (dur 0): nothing falls inside them, so their intervals count as outside "
+            "steps and the per-step figures are n/a; the trace's durations are missing or "
+            "zeroed: re-export it",
+            "zero_length_steps",
+        ))  # fmt: skip
     if mode == "cpu":
         notes.append(
             "CPU-only trace: comm = gloo:* events, compute = cpu_op events on the other "
@@ -381,6 +400,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classi
     lname = np.where(has_l, c10d["name"].astype(str).to_numpy(dtype=object)[np.maximum(l_idx, 0)],
                      "")  # fmt: skip
     counts["n_gloo_no_launch"] = int((~has_l).sum())
+    counts.update(step_counts(ctx))
 
     n_g, n_c = len(gl), len(comp)
     c_rank, c_pid, c_tid = (comp[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))
