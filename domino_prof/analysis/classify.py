@@ -260,6 +260,8 @@ def _classify_gpu(
     counts["n_no_launch"] = int((~has_launch).sum())
     counts.update(step_counts(ctx))
 
+    counts.update(stream_overlap_counts(tuple_ids(rank, device, stream)[is_kernel],
+                                        start[is_kernel], (start + dur)[is_kernel]))  # fmt: skip
     op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
     frame = pd.DataFrame(
         {
@@ -294,6 +296,23 @@ def _classify_gpu(
     out.comm_sources = _comm_sources(source, dur)
     out.context = ctx
     return out
+
+
+def stream_overlap_counts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[str, int]:
+    """Kernels that start before an earlier kernel of their stream (``key``: one id per
+    (rank, device, stream)) has ended: their count and the overlapped ns (each such
+    kernel's part before the latest end of the earlier ones). A stream runs its kernels
+    one after another, so any overlap means the trace's stream ids or clocks are not
+    what they claim (kernels moved between streams, an edited or merged trace)."""
+    if len(key) < 2:
+        return {"stream_overlap": 0, "stream_overlap_ns": 0}
+    order = np.lexsort((end, start, key))
+    k, s, e = key[order], start[order], end[order]
+    run_end = pd.Series(e).groupby(k, sort=False).cummax().to_numpy(np.int64)
+    same = np.r_[False, k[1:] == k[:-1]]
+    prev = np.r_[np.int64(0), run_end[:-1]]
+    ov = np.where(same, np.minimum(e, prev) - s, 0).clip(min=0)
+    return {"stream_overlap": int((ov > 0).sum()), "stream_overlap_ns": int(ov.sum())}
 
 
 def _dtod_counts(streams: tuple, kind, source, dtod, dur) -> dict[str, int]:
@@ -346,6 +365,15 @@ def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
                 "their process: op '(none)', phase 'other', iteration 'outside steps'"
             )
         return notes
+    if c.get("stream_overlap"):
+        notes.append(Note(
+            f"{c['stream_overlap']} kernel(s) start before an earlier kernel of their own "
+            f"stream has ended ({c['stream_overlap_ns'] / 1e6:.3f} ms overlapped): kernels of "
+            "one stream run one after another, so the stream ids or the clocks are not what "
+            "the trace claims (kernels moved between streams, an edited or merged trace); "
+            "every figure takes the times as written",
+            "stream_overlap",
+        ))  # fmt: skip
     if c.get("n_no_launch"):
         notes.append(
             f"{c['n_no_launch']} device intervals have no launch call with their "
