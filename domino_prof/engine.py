@@ -10,6 +10,10 @@ parent reduces them with ``rankwise.combine``: its peak memory is bounded by the
 largest rank file times the workers plus the per-rank results, not by the sum of all
 ranks' events, and the numbers are those of ``analysis.analyze`` on the loaded trace.
 
+The trace's mode is GPU when a rank has device work, else CPU when a rank has gloo
+collectives; rank files of both kinds (a GPU run's and a CPU run's ranks) are one
+TraceError naming the files of each kind (``classify.mixed_modes_error``).
+
 A rank file that cannot be read or analysed comes back as an error value naming the
 file: one TraceError line (exit 2), or with ``skip_bad`` a skipped file and a note.
 A worker that dies (out of memory, killed) is reported the same way, for its file.
@@ -99,7 +103,7 @@ def analyse_path(
     """The ``Analysis`` of a trace file or a directory of rank files (module doc).
     ``keep_intervals``: also bring back every rank's intervals and compute reference
     (the report's timeline and the gate's phase/op selections need them)."""
-    from domino_prof.analysis.classify import no_activity_error
+    from domino_prof.analysis.classify import mixed_modes_error, no_activity_error
     from domino_prof.analysis.rankwise import RankResult, combine
     from domino_prof.trace.loader import check_unique_ranks, sort_results, trace_files
     from domino_prof.trace.read import _FileError
@@ -113,6 +117,9 @@ def analyse_path(
                             r.meta.path) for r in good])  # fmt: skip
     metas = {r.meta.rank: r.meta for r in good}
     modes = {r.mode for r in good if isinstance(r, RankResult)}
+    if modes == {"gpu", "cpu"}:  # a GPU run's and a CPU run's rank files: refused
+        raise mixed_modes_error(str(p), *([r.meta.path for r in good if isinstance(r, RankResult)
+                                           and r.mode == m] for m in ("gpu", "cpu")))  # fmt: skip
     mode = "gpu" if "gpu" in modes else "cpu" if "cpu" in modes else None
     if mode is None:
         raise no_activity_error(Trace(events=empty_events(), ranks=metas, source=str(p)))

@@ -120,3 +120,63 @@ def test_analyze_says_which_patterns_matched(tmp_path):
     )
     doc = json.loads(CliRunner().invoke(app, ["analyze", str(p), "--json", "-"]).stdout)
     assert doc["totals"]["comm_sources"][0]["source"] == "nccl"
+
+
+# DeepEP under both namespaces: deep_ep:: (the open-source library) and dpsk::ep:: (the
+# names in DeepSeek's published training traces). Comm: (intranode|internode|
+# internode_ll)::(dispatch|combine|notify_dispatch|cached_notify*|barrier); nothing else.
+DEEPEP_COMM = (
+    "void dpsk::ep::internode::dispatch<false, 8, 1, 4, 24, 8>(int4*, float*, long*, float*)",
+    "void dpsk::ep::internode::combine<8, 1, 4, 24, 8>(int4*, float*, bool const*, int4 const*)",
+    "void dpsk::ep::internode::cached_notify<8, 24>(int, int, int, int, int, int*, int const*)",
+    "void dpsk::ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*)",
+    "void dpsk::ep::intranode::cached_notify_combine<8>(void**, int*, int, int, int, int**)",
+    "void dpsk::ep::internode_ll::dispatch<false, 3, 7168>(void*, float*, int*, long*, int*)",
+    "void deep_ep::internode_ll::combine<7168, 9>(void*, void*, int*, void*, void const*)",
+    "void deep_ep::intranode::cached_notify_dispatch<8>(int const*, int, void**, int**, int)",
+)
+DEEPEP_NOT_COMM = (
+    "void dpsk::ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*, int*)",
+    "void dpsk::ep::internode_ll::clean_low_latency_buffer<32>(int*, int, int*, int)",
+    "void dpsk::moe::dispatch<8>(int4*, float*)",  # not an EP transport namespace
+    "void megablocks::intranode::dispatch<8>(int4*, float*)",  # not DeepEP's
+    "void dpsk::ep::intranode::dispatch_tokens_locally<8>(int4*)",  # not the kernel name
+)
+
+
+def _one_kernel_each(names: tuple[str, ...], tmp_path, *, start: float = 0.0) -> list:
+    """Each name one kernel of 10 µs on its own stream, one after another."""
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 1000)
+    for i, n in enumerate(names):
+        b.kernel(n, stream=30 + i, start=start + 20 * i, dur=10, launch=start + 20 * i)
+    return analyze(load_trace(b.write(tmp_path / "rank0.json")))
+
+
+def test_deepep_kernels_are_comm_under_both_namespaces(tmp_path):
+    a = _one_kernel_each(DEEPEP_COMM + DEEPEP_NOT_COMM, tmp_path)
+    iv = a.intervals
+    assert sorted(iv.loc[iv["kind"] == "comm", "name"].astype(str)) == sorted(DEEPEP_COMM)
+    assert a.totals["comm_sources"] == [{"source": "deepep", "label": "DeepEP",
+                                         "n_intervals": 8, "busy_ns": 80 * US}]  # fmt: skip
+    assert a.totals["comm_ns"] == 80 * US
+
+
+EMULATED = (
+    "emulated_allreduce",
+    "emulated_allreduce_bf16_kernel",
+    "void emulated_reducescatter<c10::BFloat16>(c10::BFloat16*, long)",
+    "emulated_allgather_ring(float*, float const*, long)",
+)
+
+
+def test_emulator_kernels_are_comm_of_their_own_family(tmp_path):
+    """The comm emulator's kernels (emulated_allreduce*, emulated_reducescatter*,
+    emulated_allgather*) are comm, family "emulated", typed by their collective."""
+    a = _one_kernel_each(EMULATED + ("emulated_gemm", "my_emulated_allreduce"), tmp_path)
+    iv = a.intervals
+    assert sorted(iv.loc[iv["kind"] == "comm", "name"].astype(str)) == sorted(EMULATED)
+    assert a.totals["comm_sources"] == [{"source": "emulated", "label": "emulated",
+                                         "n_intervals": 4, "busy_ns": 40 * US}]  # fmt: skip
+    types = a.by_collective_type.set_index("collective")["count"].to_dict()
+    assert types == {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}

@@ -11,7 +11,7 @@ One implementation of each rule of docs/METRICS.md that the overlap analysis
   and collective wrappers (:func:`innermost_containing`, :meth:`Context.op_at`);
 - **phase**: optimizer / backward / forward / other (:meth:`Context.attribute`);
 - **id joins**: dense ids of integer tuples (:func:`tuple_ids`) and the
-  CUDA/HIP runtime and driver calls by (rank, correlation) (:func:`runtime_calls`,
+  CUDA/HIP (and MTIA) runtime and driver calls by (rank, correlation) (:func:`runtime_calls`,
   :func:`join_on_correlation`).
 
 A :class:`Context` holds the CPU-side ranges of one trace, built once
@@ -29,11 +29,12 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis import intervals as iv
+from domino_prof.trace.schema import MTIA_RUNTIME_CAT
 
 NO_OP = "(none)"
 PHASES = ("forward", "backward", "optimizer", "other")
 STEP_PREFIX = "ProfilerStep#"
-RUNTIME_CATS: tuple[str, ...] = ("cuda_runtime", "cuda_driver")
+RUNTIME_CATS: tuple[str, ...] = ("cuda_runtime", "cuda_driver", MTIA_RUNTIME_CAT)
 
 # user annotations that never name an op: step windows and collective-level ranges
 # (``nccl:all_reduce`` wraps every NCCL launch and would hide the model's op name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,8 +41,8 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
     CommFamily,
 )
-from domino_prof.errors import NoActivityError
-from domino_prof.trace.schema import DEVICE_CATS, Trace
+from domino_prof.errors import NoActivityError, TraceError
+from domino_prof.trace.schema import DEVICE_CATS, MTIA_DEVICE_CAT, Trace
 
 KINDS = ("compute", "comm", "memory")
 _GLOO = re.compile(r"^gloo:")
@@ -49,6 +50,11 @@ _GLOO = re.compile(r"^gloo:")
 CPU_NONCOMPUTE = re.compile(r"^(?:c10d::|record_param_comms|_?c10d_functional::)")
 _C10D_LAUNCH = re.compile(r"^c10d::(?!.*wait)")
 _ATEN = re.compile(r"^aten::")
+# MTIA device events (``mtia_ccp_events``): DMA requests are memory (HTA's "MTIA Memory"
+# grouping: ``^dma``); event_record / event_wait mark stream order, as CUDA's cuda_sync
+# events do, and are not work; every other one is a kernel (docs/METRICS.md Extension)
+_MTIA_MEMORY = re.compile(r"^dma")
+_MTIA_SYNC = re.compile(r"^event_(?:record|wait)$")
 
 INTERVAL_COLUMNS = (
     "rank", "device", "stream", "start", "end", "dur", "kind", "name", "correlation",
@@ -110,10 +116,46 @@ def classify(trace: Trace, config: AnalysisConfig, *, mode: str | None = None) -
     ev = trace.events
     mode = trace_mode(ev) if mode is None else mode
     if mode == "gpu":
-        return _classify_gpu(ev, ev["cat"].isin(DEVICE_CATS).to_numpy(), config, context(ev))
+        return _classify_gpu(ev, device_work(ev), config, context(ev))
     if mode == "cpu":
         return _classify_cpu(ev, match_names(ev["name"], _GLOO), context(ev))
     raise no_activity_error(trace)
+
+
+def device_work(events: pd.DataFrame) -> np.ndarray:
+    """Which events are device work: the ``DEVICE_CATS`` events but MTIA's stream
+    bookkeeping (event_record / event_wait)."""
+    cat = events["cat"]
+    dev = cat.isin(DEVICE_CATS).to_numpy()
+    mtia = (cat == MTIA_DEVICE_CAT).to_numpy()
+    if mtia.any():
+        dev = dev & ~(mtia & match_names(events["name"], _MTIA_SYNC))
+    return dev
+
+
+def _some(names: list[str], at_most: int = 4) -> str:
+    more = len(names) - at_most
+    return ", ".join(names[:at_most]) + (f" and {more} more" if more > 0 else "")
+
+
+def mixed_modes_error(source: str, gpu: list[str], cpu: list[str]) -> TraceError:
+    """The error for rank files of two kinds in one trace: ``gpu`` files with device
+    work, ``cpu`` files with gloo collectives and none (a CPU run's ranks): analysed in
+    the GPU mode the CPU ranks would show 0 comm, so this is refused (one line)."""
+    root = Path(source)
+
+    def rel(path: str) -> str:
+        q = Path(path)
+        return str(q.relative_to(root)) if root.is_dir() and q.is_relative_to(root) else str(q)
+
+    return TraceError(
+        source,
+        f"mixes GPU rank files ({_some(sorted(map(rel, gpu)))}: device kernels) and "
+        f"CPU-only gloo rank files ({_some(sorted(map(rel, cpu)))}: gloo collectives, no "
+        "device work), which cannot be one run",
+        "analyse each run's rank files on their own (one directory per run); "
+        "domino-prof compare sets two runs side by side",
+    )
 
 
 def no_activity_error(trace: Trace) -> NoActivityError:
@@ -174,7 +216,8 @@ def _classify_gpu(
     is_comm_name = match_names(dev["name"], config.comm_regex)
     kind = np.full(n, "memory", dtype=object)
     source = np.full(n, "", dtype=object)
-    is_kernel = cat == "kernel"
+    is_mtia = cat == MTIA_DEVICE_CAT
+    is_kernel = (cat == "kernel") | (is_mtia & ~match_names(dev["name"], _MTIA_MEMORY))
     kind[is_kernel] = "compute"
     comm_k = is_kernel & is_comm_name
     kind[comm_k] = "comm"
@@ -215,7 +258,10 @@ def _classify_gpu(
     l_pid = j["pid"].fillna(-1).to_numpy(np.int64)
     l_name = np.where(has_launch, j["name"].astype(object).fillna("").to_numpy(), "")
     counts["n_no_launch"] = int((~has_launch).sum())
+    counts.update(step_counts(ctx))
 
+    counts.update(stream_overlap_counts(tuple_ids(rank, device, stream)[is_kernel],
+                                        start[is_kernel], (start + dur)[is_kernel]))  # fmt: skip
     op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
     frame = pd.DataFrame(
         {
@@ -252,6 +298,23 @@ def _classify_gpu(
     return out
 
 
+def stream_overlap_counts(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[str, int]:
+    """Kernels that start before an earlier kernel of their stream (``key``: one id per
+    (rank, device, stream)) has ended: their count and the overlapped ns (each such
+    kernel's part before the latest end of the earlier ones). A stream runs its kernels
+    one after another, so any overlap means the trace's stream ids or clocks are not
+    what they claim (kernels moved between streams, an edited or merged trace)."""
+    if len(key) < 2:
+        return {"stream_overlap": 0, "stream_overlap_ns": 0}
+    order = np.lexsort((end, start, key))
+    k, s, e = key[order], start[order], end[order]
+    run_end = pd.Series(e).groupby(k, sort=False).cummax().to_numpy(np.int64)
+    same = np.r_[False, k[1:] == k[:-1]]
+    prev = np.r_[np.int64(0), run_end[:-1]]
+    ov = np.where(same, np.minimum(e, prev) - s, 0).clip(min=0)
+    return {"stream_overlap": int((ov > 0).sum()), "stream_overlap_ns": int(ov.sum())}
+
+
 def _dtod_counts(streams: tuple, kind, source, dtod, dur) -> dict[str, int]:
     """Same-device DtoD copies stay memory; count those that may carry a collective: on
     a stream that runs comm kernels (``dtod_on_comm*``), and all of them (``dtod*``) with
@@ -269,10 +332,28 @@ def _dtod_counts(streams: tuple, kind, source, dtod, dur) -> dict[str, int]:
     }
 
 
+def step_counts(ctx: Context) -> dict[str, int]:
+    """How many ``ProfilerStep#N`` windows the trace has, and how many of zero length
+    (they hold no point: start <= t < end)."""
+    st = ctx.steps
+    zero = st["end"].to_numpy(np.int64) <= st["start"].to_numpy(np.int64)
+    return {"n_step_windows": len(st), "n_zero_steps": int(zero.sum())}
+
+
 def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
     """The classification notes of a trace from its counts (summed over ranks)."""
+    from domino_prof.analysis.results import Note
+
     c = counts
-    notes = []
+    notes: list[str] = []
+    if c.get("n_zero_steps"):
+        notes.append(Note(
+            f"{c['n_zero_steps']} of {c['n_step_windows']} ProfilerStep#N windows have zero "
+            "length (dur 0): nothing falls inside them, so their intervals count as outside "
+            "steps and the per-step figures are n/a; the trace's durations are missing or "
+            "zeroed: re-export it",
+            "zero_length_steps",
+        ))  # fmt: skip
     if mode == "cpu":
         notes.append(
             "CPU-only trace: comm = gloo:* events, compute = cpu_op events on the other "
@@ -284,6 +365,15 @@ def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
                 "their process: op '(none)', phase 'other', iteration 'outside steps'"
             )
         return notes
+    if c.get("stream_overlap"):
+        notes.append(Note(
+            f"{c['stream_overlap']} kernel(s) start before an earlier kernel of their own "
+            f"stream has ended ({c['stream_overlap_ns'] / 1e6:.3f} ms overlapped): kernels of "
+            "one stream run one after another, so the stream ids or the clocks are not what "
+            "the trace claims (kernels moved between streams, an edited or merged trace); "
+            "every figure takes the times as written",
+            "stream_overlap",
+        ))  # fmt: skip
     if c.get("n_no_launch"):
         notes.append(
             f"{c['n_no_launch']} device intervals have no launch call with their "
@@ -338,6 +428,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classi
     lname = np.where(has_l, c10d["name"].astype(str).to_numpy(dtype=object)[np.maximum(l_idx, 0)],
                      "")  # fmt: skip
     counts["n_gloo_no_launch"] = int((~has_l).sum())
+    counts.update(step_counts(ctx))
 
     n_g, n_c = len(gl), len(comp)
     c_rank, c_pid, c_tid = (comp[c].to_numpy(np.int64) for c in ("rank", "pid", "tid"))

@@ -42,16 +42,29 @@ COMM_FAMILIES: tuple[CommFamily, ...] = (
         "NVSHMEM/rocSHMEM",
         r"nvshmem|rocshmem|_on_stream_kernel\b",
     ),
-    # DeepEP expert-parallel dispatch/combine (intranode, internode, internode_ll); its
-    # get_dispatch_layout is local compute
+    # DeepEP expert-parallel dispatch/combine, under its open-source namespace deep_ep::
+    # and dpsk::ep:: (DeepSeek's published training traces): the kernels of its three
+    # transports (intranode, internode, internode_ll) that move tokens or signal peers:
+    # dispatch, combine, notify_dispatch, cached_notify[_dispatch|_combine], barrier.
+    # Nothing broader: layout::get_dispatch_layout and internode_ll::
+    # clean_low_latency_buffer are local work, other namespaces are not DeepEP's.
     CommFamily(
         "deepep",
         "DeepEP",
-        r"\bdeep_ep::\w+::(?:cached_)?(?:notify_)?(?:dispatch|combine|notify|barrier)\b",
+        r"\b(?:deep_ep|dpsk::ep)::(?:intranode|internode|internode_ll)::"
+        r"(?:dispatch|combine|notify_dispatch|cached_notify(?:_dispatch|_combine)?|barrier)\b",
     ),
     # TransformerEngine (and TensorRT-LLM) userbuffers: userbuffers_fp16_sum_inplace_gpu_*,
     # kuserbuffers_pushsend / pullrecv / ...
     CommFamily("te_userbuffers", "TransformerEngine userbuffers", r"\bk?userbuffers_"),
+    # the comm emulator's kernels (domino_prof.emulation: a collective's time and
+    # traffic played on one device): emulated_allreduce* / emulated_reducescatter* /
+    # emulated_allgather*, typed all_reduce / reduce_scatter / all_gather by name
+    CommFamily(
+        "emulated",
+        "emulated",
+        r"^(?:void\s+)?emulated_(?:allreduce|reducescatter|allgather)",
+    ),
     # c10d-level names (c10d::allreduce_, gloo:all_reduce) recorded as device spans
     # (last: c10d::symmetric_memory:: / c10d::nvshmem_extension:: name their families)
     CommFamily("c10d", "c10d collective spans", r"^(?:c10d::|gloo:)"),

@@ -346,16 +346,22 @@ def totals_of(
 def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
     """Classify a loaded trace and compute every overlap number (docs/METRICS.md): each
     rank on its own, then the cross-rank reduction (``analysis.rankwise``)."""
-    from domino_prof.analysis.classify import no_activity_error, trace_mode
+    from domino_prof.analysis.classify import mixed_modes_error, no_activity_error, trace_mode
     from domino_prof.analysis.rankwise import analyze_rank, combine, rank_ids_of, split_ranks
 
     config = AnalysisConfig() if config is None else config
     mode = trace_mode(trace.events)
     if mode is None:
         raise no_activity_error(trace)
+    parts = split_ranks(trace)
+    own = {r: trace_mode(one.events) for r, one in parts}
+    if {"gpu", "cpu"} <= set(own.values()):  # a GPU run's and a CPU run's ranks
+        path = {r: m.path for r, m in trace.ranks.items()}
+        raise mixed_modes_error(trace.source or "trace", *(
+            [path.get(r, f"rank {r}") for r, m in own.items() if m == k] for k in ("gpu", "cpu")
+        ))  # fmt: skip
     results = [
-        analyze_rank(one, config, rank=r, mode=mode, keep_intervals=True)
-        for r, one in split_ranks(trace)
+        analyze_rank(one, config, rank=r, mode=mode, keep_intervals=True) for r, one in parts
     ]
     return combine(
         results, config, source=trace.source, ranks=rank_ids_of(trace), metas=trace.ranks,

@@ -45,6 +45,7 @@ from domino_prof.analysis.ranks import rank_comm, summarize_ranks
 from domino_prof.analysis.results import Launches, Note, Overheads, StreamSwitches, tagged
 from domino_prof.analysis.switches import SwitchPart, combine_switches, switch_part
 from domino_prof.analysis.tables import iteration_spans, iteration_walls
+from domino_prof.trace.loader import rank_metadata_problems
 from domino_prof.trace.schema import RankMeta, Trace
 
 SKIPPED = "skipped"  # the topic of a note naming a file that was not loaded
@@ -247,6 +248,7 @@ def combine(
             Note(f"older Kineto trace format: categories read as today's ({pairs})", "format")
         )
     notes += tagged(_negative_duration_notes(metas), NEGATIVE_DURATION_TOPIC)
+    notes += tagged(rank_metadata_problems(metas), "rank_metadata")
     for path, why in skipped:
         notes.append(Note(f"skipped {path}: {why}", SKIPPED))
     n_out = counts.get("n_outside", 0)

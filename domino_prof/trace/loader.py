@@ -45,6 +45,7 @@ files' columns into one :class:`~.schema.Trace`.
 from __future__ import annotations
 
 import os
+import re
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,11 @@ from domino_prof.trace.schema import (
     CATEGORY_COLUMNS,
     EVENT_COLUMNS,
     INT_COLUMNS,
+    RankMeta,
     Trace,
 )
 
-__all__ = ["find_trace_files", "load_trace", "trace_files"]
+__all__ = ["find_trace_files", "load_trace", "rank_metadata_problems", "trace_files"]
 
 
 # --------------------------------------------------------------------------- #
@@ -175,6 +177,37 @@ def check_unique_ranks(p: Path, ranked: list[tuple[int, str]]) -> None:
                 "point at one run / mode subdirectory (one file per rank)",
             )
         seen[r] = path
+
+
+# a rank in a file name: rank3, rank-3, rank_3 (as trace.decode reads a name)
+_RANK_IN_NAME = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?!\d)")
+
+
+def rank_in_name(path: str | os.PathLike) -> int | None:
+    """The one rank a file name carries (``rank3.json``), else None."""
+    found = {int(m) for m in _RANK_IN_NAME.findall(Path(path).name)}
+    return found.pop() if len(found) == 1 else None
+
+
+def rank_metadata_problems(metas: dict[int, RankMeta]) -> list[str]:
+    """What the rank files say about their ranks that does not add up (notes, in rank
+    order): a file name naming another rank than the one read (``distributedInfo.rank``
+    or the given rank wins), a rank not below its file's world size."""
+    out = []
+    for r, m in sorted(metas.items()):
+        named = rank_in_name(m.path)
+        if named is not None and named != r:
+            out.append(
+                f"{m.path}: the file name says rank {named} but the trace is rank {r} "
+                f"(its distributedInfo.rank, or the rank given): analysed as rank {r}; "
+                "rename the file if the name is wrong"
+            )
+        if m.world_size is not None and not 0 <= r < m.world_size:
+            out.append(
+                f"{m.path}: rank {r} with world size {m.world_size} (ranks run from 0 to "
+                f"{m.world_size - 1}): the ranks' distributedInfo do not come from one run"
+            )
+    return out
 
 
 def load_trace(

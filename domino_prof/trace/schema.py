@@ -73,7 +73,13 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
 
-DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset")
+# Meta's MTIA accelerators (Kineto's MTIA profilers, as in HTA's public test data):
+# device events are category ``mtia_ccp_events`` (pid = the device, args.stream, and
+# args.correlation when launched), their launch calls ``mtia_runtime`` (args.correlation);
+# the ``ac2g`` flow events that link them repeat that correlation and are not needed.
+MTIA_DEVICE_CAT = "mtia_ccp_events"
+MTIA_RUNTIME_CAT = "mtia_runtime"
+DEVICE_CATS: tuple[str, ...] = ("kernel", "gpu_memcpy", "gpu_memset", MTIA_DEVICE_CAT)
 # Categories written by Kineto before ~2021 (PyTorch 1.8/1.9, the tb-profiler samples) and
 # today's names for them; the loader renames them so every analysis sees one vocabulary.
 LEGACY_CATEGORIES: dict[str, str] = {
