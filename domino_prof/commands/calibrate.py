@@ -10,7 +10,7 @@ Torch-free: traces are read by the trace loader.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -27,18 +27,20 @@ def calibrate(
             help="Real multi-GPU traces: trace files, directories of rank files, or run "
             "directories (each mode is read on its own).",
             show_default=False,
+            metavar="TRACES...",
         ),
     ],
     output: Annotated[
         str, typer.Option("-o", "--output", help="Profile JSON to write (atomically).")
     ],
     name: Annotated[
-        Optional[str],
-        typer.Option("--name", help="The profile's name (default: --merge's, else "
-                     f"{DEFAULT_NAME!r})."),  # fmt: skip
+        str | None,
+        typer.Option(
+            "--name", help=f"The profile's name (default: --merge's, else {DEFAULT_NAME!r})."
+        ),
     ] = None,
     merge: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--merge",
             help="A profile (file or shipped name) whose entries are kept where the traces "

@@ -79,19 +79,19 @@ class Kernel:
 
 
 def parse_kernel_name(name: str) -> Kernel | None:
+    m = _OLD.search(name)  # first: the new pattern also matches an old name's prefix
+    if m:
+        coll, algo, proto, ty = m.groups()
+        return Kernel(
+            collective=_COLL[coll], algorithm=f"{algo.lower()}/{_PROTO[proto]}",
+            dtype=_DTYPES.get(ty),
+        )  # fmt: skip
     m = _NEW.search(name)
     if m:
         coll, _op, ty, algo, proto = m.groups()
         return Kernel(
             collective=_COLL[coll], algorithm=f"{algo.lower()}/{_PROTO[proto]}",
             dtype=_DTYPES.get(ty) if ty else None,
-        )  # fmt: skip
-    m = _OLD.search(name)
-    if m:
-        coll, algo, proto, ty = m.groups()
-        return Kernel(
-            collective=_COLL[coll], algorithm=f"{algo.lower()}/{_PROTO[proto]}",
-            dtype=_DTYPES.get(ty),
         )  # fmt: skip
     return None
 
@@ -321,8 +321,11 @@ def fit_profile(
         algo = _most_common(samples.algorithm[g])
         fitted.append(
             Entry(
-                collective=coll, ranks=r, dtype=dt,
-                alpha_us=round(alpha, 4), algbw_gbps=round(algbw, 4),
+                collective=coll,
+                ranks=r,
+                dtype=dt,
+                alpha_us=round(alpha, 4),
+                algbw_gbps=round(algbw, 4),
                 ctas=int(_most_common(ctas)) if ctas.size else 1,
                 algorithm=algo,
                 source=(
@@ -338,7 +341,7 @@ def fit_profile(
                     "low_us": [round(float(t), 3) for t in low_us],
                     "n_kernels": counts,
                 },
-            )  # fmt: skip
+            )
         )
     if not fitted:
         raise ConfigError(

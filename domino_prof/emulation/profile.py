@@ -173,7 +173,7 @@ def parse_profile(doc: Any, *, where: str = "<profile>") -> Profile:
         raise ConfigError(f"{where}: a comm profile is a JSON object, got {type(doc).__name__}")
     if doc.get("schema") != SCHEMA:
         raise ConfigError(
-            f"{where}: not a comm profile (expected \"schema\": {SCHEMA!r}, "
+            f'{where}: not a comm profile (expected "schema": {SCHEMA!r}, '
             f"got {doc.get('schema')!r})"
         )
     if doc.get("version") != VERSION:
@@ -183,10 +183,10 @@ def parse_profile(doc: Any, *, where: str = "<profile>") -> Profile:
         )
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{where}: comm profile needs a non-empty string \"name\"")
+        raise ConfigError(f'{where}: comm profile needs a non-empty string "name"')
     entries_raw = doc.get("entries")
     if not isinstance(entries_raw, list) or not entries_raw:
-        raise ConfigError(f"{where}: comm profile needs a non-empty \"entries\" list")
+        raise ConfigError(f'{where}: comm profile needs a non-empty "entries" list')
     entries = [_parse_entry(e, where=f"{where}: entry {i}") for i, e in enumerate(entries_raw)]
     seen: set[tuple[str, int, str]] = set()
     for i, e in enumerate(entries):
@@ -230,9 +230,7 @@ def _parse_entry(e: Any, *, where: str) -> Entry:
         raise ConfigError(f"{where}: 'ranks' must be an integer >= 2, got {ranks!r}")
     dtype = e.get("dtype")
     if dtype not in DTYPE_BYTES:
-        raise ConfigError(
-            f"{where}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}"
-        )
+        raise ConfigError(f"{where}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}")
     alpha = _number(e, "alpha_us", where)
     if alpha < 0:
         raise ConfigError(f"{where}: 'alpha_us' must be >= 0, got {alpha!r}")
