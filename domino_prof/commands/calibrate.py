@@ -27,7 +27,7 @@ def calibrate(
             help="Real multi-GPU traces: trace files, directories of rank files, or run "
             "directories (each mode is read on its own).",
             show_default=False,
-            metavar="TRACES...",
+            metavar="TRACES",
         ),
     ],
     output: Annotated[
