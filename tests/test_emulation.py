@@ -355,6 +355,21 @@ def test_emulated_kernels_under_the_triton_interpreter(monkeypatch):
         assert ln.moved_bytes == 1500 * 4 and ln.dur_ns == 28_819  # 28.8 us + 4000 B / 220
         emulate.launch_kernel(ln, t3, t3, **run)
         assert torch.equal(t3, before)  # all_reduce leaves t as it was
+        # aligned (N = 3 blocks) with a tail: 1.5 N = 4.5 blocks, wrapping over t once
+        t4 = torch.arange(192, dtype=torch.float32)
+        before = t4.clone()
+        ln = emulate.plan_launch(p, "all_reduce", ranks=4, rank=0, t=t4, out=t4, block=64)
+        assert ln.aligned and ln.moved_bytes == 288 * 4
+        emulate.launch_kernel(ln, t4, t4, **run)
+        assert torch.equal(t4, before)
+        # all_gather aligned with a tail: n = 96 (not a block multiple) -> unaligned path
+        t5 = torch.arange(96, dtype=torch.float32)
+        out5 = torch.full((2 * 96,), -1.0)
+        p2 = load_profile("h200-nvlink-tp2")
+        ln = emulate.plan_launch(p2, "all_gather", ranks=2, rank=1, t=t5, out=out5, block=64)
+        assert not ln.aligned
+        emulate.launch_kernel(ln, t5, out5, **run)
+        assert torch.equal(out5[96:], t5) and bool((out5[:96] == -1).all())
     finally:
         sys.modules.pop("domino_prof.reference_model._emulate_kernels", None)
 
@@ -367,3 +382,38 @@ def test_emulated_comm_refuses_cpu_in_one_line():
         EmulatedComm("h200-nvlink-tp2", size=2, device="cpu")
     with pytest.raises(ConfigError, match="no entries for R=4"):
         EmulatedComm("h200-nvlink-tp2", size=4, device="cpu")
+
+
+def test_emulated_kernels_compile_for_hopper(tmp_path, monkeypatch):
+    """The kernels compile to an sm_90 cubin (Triton ships ptxas; no GPU needed): the
+    spin reads %globaltimer, and the aligned path's full blocks are 16-byte vector
+    accesses. Written against Triton 3.9's ASTSource API; skipped without it (CI)."""
+    triton = pytest.importorskip("triton")
+    if not triton.__version__.startswith("3.9"):
+        pytest.skip(f"ASTSource form written for Triton 3.9, have {triton.__version__}")
+    import sys
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    sys.modules.pop("domino_prof.reference_model._emulate_kernels", None)
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        from domino_prof.reference_model._emulate_kernels import KERNELS
+
+        args = [f"{c}_{f}" for c in "ab" for f in
+                ("src", "src_lo", "src_len", "src_off", "dst", "dst_lo", "dst_len", "dst_off",
+                 "count")] + ["dur_ns"]  # fmt: skip
+        sig = {n: "*bf16" if n.endswith(("src", "dst")) else "i64" for n in args}
+        sig |= {"BLOCK": "constexpr", "SPIN": "constexpr", "ALIGNED": "constexpr"}
+        ptrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(args) if sig[n] == "*bf16"}
+        src = ASTSource(fn=KERNELS["all_reduce"], signature=sig, attrs=ptrs,
+                        constexprs={"BLOCK": 4096, "SPIN": True, "ALIGNED": True})  # fmt: skip
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+        ptx = k.asm["ptx"]
+        assert "%globaltimer" in ptx and k.asm["cubin"]
+        assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+        assert k.name == "emulated_allreduce_kernel"
+    finally:
+        sys.modules.pop("domino_prof.reference_model._emulate_kernels", None)

@@ -27,18 +27,29 @@ def _now():
 def _copy(src_ptr, src_lo, src_len, src_off, dst_ptr, dst_lo, dst_len, dst_off, count,
           pid, nprog, BLOCK: tl.constexpr, ALIGNED: tl.constexpr):  # fmt: skip
     # element k: dst[dst_lo + (dst_off + k) % dst_len] = src[src_lo + (src_off + k) % src_len]
-    for start in range(pid * BLOCK, count, nprog * BLOCK):
-        lane = tl.arange(0, BLOCK).to(tl.int64)
-        m = start + lane < count
-        if ALIGNED:
-            # every lo/len/off is a multiple of BLOCK: a block never wraps, so its
-            # addresses are one scalar base + lane (contiguous, vectorised loads/stores)
+    lane = tl.arange(0, BLOCK).to(tl.int64)
+    if ALIGNED:
+        # every lo/len/off is a multiple of BLOCK: a block never wraps, so its addresses
+        # are one scalar base + lane; full blocks are unmasked (a mask of unknown
+        # alignment would keep the accesses scalar), the tail block is masked, one CTA
+        n_full = count // BLOCK
+        for b in range(pid, n_full, nprog):
+            start = b * BLOCK
             sb = tl.multiple_of(src_lo + (src_off + start) % src_len, BLOCK)
             db = tl.multiple_of(dst_lo + (dst_off + start) % dst_len, BLOCK)
+            v = tl.load(src_ptr + sb + lane)
+            tl.store(dst_ptr + db + lane, v)
+        start = n_full * BLOCK
+        if (start < count) & (pid == n_full % nprog):
+            m = start + lane < count
+            sb = src_lo + (src_off + start) % src_len
+            db = dst_lo + (dst_off + start) % dst_len
             v = tl.load(src_ptr + sb + lane, mask=m)
             tl.store(dst_ptr + db + lane, v, mask=m)
-        else:
+    else:
+        for start in range(pid * BLOCK, count, nprog * BLOCK):
             k = start + lane
+            m = k < count
             v = tl.load(src_ptr + src_lo + (src_off + k) % src_len, mask=m)
             tl.store(dst_ptr + dst_lo + (dst_off + k) % dst_len, v, mask=m)
 
