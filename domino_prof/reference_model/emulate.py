@@ -33,7 +33,11 @@ from domino_prof.emulation.plan import Copy, plan
 from domino_prof.emulation.profile import Entry, Profile, load_profile
 from domino_prof.errors import ConfigError
 
-BLOCK = 4096  # elements per CTA iteration (8 KiB of bf16: 16 B per thread at 16 warps)
+# elements per CTA iteration: 32 KiB of bf16 in flight per CTA (64 B per thread at 16
+# warps). With ~0.7 us of HBM latency, 24 CTAs need ~16 KiB each in flight to move the
+# 25.2M-element tp-2 all-reduce's 2 x 50 MB inside its modelled 177 us (565 GB/s); a
+# smaller block would make the copies, not the model, set the kernel's duration.
+BLOCK = 16384
 NUM_WARPS = 16  # 512 threads: NCCL_SIMPLE_MAX_NTHREADS / NCCL_LL_MAX_NTHREADS
 
 
