@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from domino_prof.commands import analyze, check, report, run
+from domino_prof.commands import analyze, calibrate, check, report, run
 
 # typer >= 0.2x vendors click as typer._click (and need not install click at all);
 # older typer raises click's own exception classes. Catch whichever exist.
@@ -105,7 +105,7 @@ def _main(
     tensor-parallel Llama. Every number is defined in docs/METRICS.md."""
 
 
-for _mod in (run, analyze, report, check):
+for _mod in (run, analyze, report, check, calibrate):
     _mod.register(app)
 
 

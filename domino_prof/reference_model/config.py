@@ -87,7 +87,27 @@ def llama3_8b() -> ModelConfig:
     )
 
 
-PRESETS = {"tiny": tiny, "llama3-1b": llama3_1b, "llama3-3b": llama3_3b, "llama3-8b": llama3_8b}
+def llama3_70b() -> ModelConfig:
+    """Llama 3 70B (80 layers). On one GPU only as one rank's TP shard, with few
+    ``--layers`` (e.g. ``--tp 8 --layers 8 --comm emulate``)."""
+    return ModelConfig(
+        name="llama3-70b",
+        dim=8192,
+        ffn_dim=28672,
+        n_heads=64,
+        n_kv_heads=8,
+        n_layers=80,
+        vocab_size=128256,
+    )
+
+
+PRESETS = {
+    "tiny": tiny,
+    "llama3-1b": llama3_1b,
+    "llama3-3b": llama3_3b,
+    "llama3-8b": llama3_8b,
+    "llama3-70b": llama3_70b,
+}
 MODES = ("tp", "nocomm", "domino", "sp", "domino-sp")  # `--mode all` runs them in this order
 SP_MODES = ("sp", "domino-sp")  # sequence parallelism (reduce-scatter / all-gather)
 OVERLAP_MODES = ("domino", "domino-sp")  # micro-batched, async collectives
