@@ -24,6 +24,7 @@ from domino_prof.commands._options import (
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
+    NoAlignClocksOpt,
     PathArg,
     RankOpt,
     Reading,
@@ -276,6 +277,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
         json_out: Annotated[
             Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
@@ -306,6 +308,7 @@ def register(app: typer.Typer) -> None:
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         report = _import_report() if html_path is not None else None  # before a long load

@@ -23,6 +23,7 @@ from domino_prof.commands._options import (
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
+    NoAlignClocksOpt,
     PathArg,
     RankOpt,
     Reading,
@@ -94,6 +95,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Write one self-contained HTML report (opens offline).
@@ -106,6 +108,7 @@ def register(app: typer.Typer) -> None:
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         target = resolve(path)
@@ -172,6 +175,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Compare two traces or modes: headlines and per-op deltas.
@@ -194,6 +198,7 @@ def register(app: typer.Typer) -> None:
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         sides = [resolve(a), resolve(b)]
