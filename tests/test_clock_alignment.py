@@ -143,3 +143,30 @@ def test_partly_named_hosts_are_said(tmp_path):
     assert [h["host"] for h in ar["hosts"]] == ["host-a", "(unknown host)"]
     assert any(getattr(x, "topic", "") == ALIGN_TOPIC and "2 rank(s) name no host" in x
                for x in notes)  # fmt: skip
+
+
+def test_cli_no_align_clocks(tmp_path):
+    """``analyze --no-align-clocks``: the document says so in its config, and host b
+    (rank 2, 1000 µs ahead in test_ranks' set) gets no offset."""
+    import json
+
+    from test_ranks import rank_doc
+    from typer.testing import CliRunner
+
+    from domino_prof.cli import app
+
+    d = tmp_path / "t"
+    d.mkdir()
+    for r in range(3):
+        (d / f"rank{r}.json").write_text(json.dumps(rank_doc(r, with_seq=True, hosts=True)))
+    runner = CliRunner()
+    for flag, align, off in (([], True, -1_000_000), (["--no-align-clocks"], False, None)):
+        r = runner.invoke(app, ["analyze", str(d), "-o", "-", *flag])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["config"]["align_clocks"] is align
+        ar = doc["overheads"]["across_ranks"]
+        if off is None:  # times as read: rank 2 starts after ranks 0/1 ended
+            assert ar["computed"] is False and ar["n_implausible"] == 3
+        else:
+            assert {h["host"]: h["offset_ns"] for h in ar["hosts"]}["host-b"] == off

@@ -239,3 +239,19 @@ def test_cli_without_the_extra_is_one_line_and_no_file(tmp_path, monkeypatch):
             "missing); pip install 'domino-prof[perfetto]'"
         ]
         assert not out.exists() and list(tmp_path.glob("*.pftrace*")) == []
+
+
+def test_run_directory_exports_one_per_mode(tmp_path):
+    """write_run_exports (for runs.py): RUN_DIR/<mode>/trace.pftrace for each analysed
+    mode, a mode without intervals (not analysed) left out."""
+    path = hand_trace(tmp_path)
+    a = _analyse(path)
+    run = tmp_path / "run"
+    (run / "domino").mkdir(parents=True)
+    (run / "tp").mkdir()
+    written = pf.write_run_exports(run, {"domino": a, "tp": object()},
+                                   {"domino": path, "tp": path})  # fmt: skip
+    assert written == [run / "domino" / "trace.pftrace"]
+    d = pf.decode(written[0].read_bytes())
+    assert d.problems == [] and "rank 0" in d.tracks.values()
+    assert not (run / "tp" / "trace.pftrace").exists()
