@@ -630,8 +630,10 @@ class Decoded:
 
 def decode(data: bytes) -> Decoded:
     """Parse a ``.pftrace`` with the published protos and apply Perfetto's TrackEvent
-    rules (module doc): packets are taken in timestamp order (stable: file order at a
-    tie, as the trace processor's sorter does), each track is a stack of open slices."""
+    rules (module doc): packets are taken in timestamp order, file order at a tie (the
+    order :func:`encode` writes them in: ends before instants before begins; we rely on
+    the trace processor's sorter keeping a sequence's order at equal timestamps, which
+    could not be run here), and each track is a stack of open slices."""
     pb, _ = require()
     trace = pb.Trace()
     trace.ParseFromString(data)
