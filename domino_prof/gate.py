@@ -41,6 +41,7 @@ def analysis_config(
     comm_pattern_only: bool = False,
     memcpy_as_comm: bool = False,
     thresholds: dict[str, float] | None = None,
+    align_clocks: bool = True,
 ):
     """The AnalysisConfig of the shared classification options (as ``analyze``)."""
     from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
@@ -49,6 +50,7 @@ def analysis_config(
         comm_pattern=combine_comm_pattern(comm_pattern, replace=comm_pattern_only),
         memcpy_as_comm=memcpy_as_comm,
         overhead_thresholds=thresholds or {},
+        align_clocks=align_clocks,
     )
 
 

@@ -115,11 +115,15 @@ class AnalysisConfig:
     are comm without it.
     ``overhead_thresholds``: passed through to ``analysis.overheads`` (finding
     thresholds by key).
+    ``align_clocks``: estimate per-host clock offsets for the cross-rank figures
+    (``analysis.ranks.align_hosts``); False (``--no-align-clocks``) uses the times as
+    read.
     """
 
     comm_pattern: str = DEFAULT_COMM_PATTERN
     memcpy_as_comm: bool = False
     overhead_thresholds: Mapping[str, float] = field(default_factory=dict)
+    align_clocks: bool = True
 
     def __post_init__(self) -> None:
         _compile(self.comm_pattern, what="comm pattern")
@@ -142,4 +146,5 @@ class AnalysisConfig:
             "comm_pattern": self.comm_pattern,
             "memcpy_as_comm": self.memcpy_as_comm,
             "overhead_thresholds": dict(self.overhead_thresholds),
+            "align_clocks": self.align_clocks,
         }

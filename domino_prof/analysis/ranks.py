@@ -9,8 +9,11 @@ Definitions: ``docs/METRICS.md`` "Across ranks" (and its "Extension:" notes).
   last end). Only instances seen on two or more ranks are used.
 - Ranks on one host share a clock. Each other host gets one offset: the median, over
   the instances it shares with the reference host (the host of the lowest rank), of
-  (median kernel end on the reference host - median kernel end on that host). The
-  offset is added to that host's times and reported.
+  (earliest kernel end on the reference host - earliest kernel end on that host); see
+  :func:`align_hosts` for why the earliest end, and the median, survive jitter and a
+  late rank. The offset is added to that host's times and reported. Hosts come from
+  the traces' ``hostName``; with none, every rank is on one host (a note, topic
+  ``clock_alignment``). ``align=False`` (``--no-align-clocks``) applies no offset.
 - Confidence (docs/METRICS.md "Extension: matching with confidence"): copies and
   point-to-point kernels are not collectives and are left out; in order matching a
   (group, collective, iteration) whose ranks have different counts, and any group
@@ -222,36 +225,75 @@ def _drop_unconfident(
     return per.loc[~bad.to_numpy()].reset_index(drop=True), dropped
 
 
+ALIGN_TOPIC = "clock_alignment"  # the topic of the notes on host clock alignment
+
+
 def align_hosts(
-    inst: pd.DataFrame, host_of: dict[int, str]
+    inst: pd.DataFrame, host_of: dict[int, str], *, align: bool = True
 ) -> tuple[pd.DataFrame, list[dict], list[str]]:
-    """Add ``host``, ``a_start``, ``a_end`` (aligned ns); per-host offsets; notes."""
+    """Add ``host``, ``a_start``, ``a_end`` (aligned ns); per-host offsets; notes.
+
+    The offset of host h against the reference host (that of the lowest rank) is
+    ``median_i (E_ref,i - E_h,i)`` over the instances i both hosts take part in, where
+    ``E_h,i`` is the *earliest* kernel end of instance i on host h. Why this holds
+    under real timing (docs/METRICS.md "Extension: host clock offsets under jitter"):
+
+    - A collective's result depends on every rank's input, so no rank ends before the
+      last one has joined, and once it has, every rank ends about one transfer later:
+      the ends of one instance are one physical moment, seen on several clocks, plus
+      per-rank noise. Starts are not (they carry the skew this module measures).
+    - A late rank moves that moment for everyone (the offset is unaffected), and it
+      may end later than its peers itself (it still has its part of the transfer to
+      do after joining, or its host's ranks wait on it for an intra-host stage). Such
+      delays only ever make an end *later*: the earliest end on a host is its least
+      delayed rank, so a host with one punctual rank gives an unbiased end, where the
+      median over the host's ranks moved with the late one (with two ranks a host,
+      by half its delay).
+    - Per-instance jitter (the clock conversion, the completion of the last chunk)
+      is noise around that moment: the median over instances ignores the instances
+      where it is large (up to half of them), where a mean would not. The minimum of
+      k noisy ends sits below the true one by the same expected amount on every host
+      with k ranks, so with equal ranks per host it cancels in the difference;
+      otherwise the bias is below the jitter's amplitude.
+
+    What it cannot see: a delay shared by *every* rank of a host on every instance is
+    indistinguishable from a clock offset. The p95 of ``|difference - offset|`` is
+    reported (``residual_p95_ns``) and widens the overlap check's slack.
+
+    ``align=False``: offsets are 0 (times are used as read); each host's residual is
+    still reported, against 0, so a large one says the clocks disagree.
+    """
     notes: list[str] = []
     inst = inst.assign(host=inst["rank"].map(host_of))
     ranks = sorted(host_of)
     ref = host_of[ranks[0]]
     hosts_tbl = []
     offsets = {ref: 0}
-    # medians in float64 only on times relative to the earliest end (absolute ns ~1e18
-    # exceed float64's 53-bit mantissa)
+    # differences in float64 only on times relative to the earliest end (absolute ns
+    # ~1e18 exceed float64's 53-bit mantissa)
     t0 = int(inst["end"].min()) if len(inst) else 0
     inst = inst.assign(_rel_end=inst["end"] - t0)
-    ends_ref = inst.loc[inst["host"] == ref].groupby("iid")["_rel_end"].median()
+    # earliest end of each instance on each host: iid x host
+    first = inst.groupby(["host", "iid"], sort=True)["_rel_end"].min()
+    ends_ref = first.loc[ref] if ref in first.index.get_level_values(0) else first.iloc[:0]
     for h in sorted(set(host_of.values()) - {ref}):  # one pass per host (few)
-        ends_h = inst.loc[inst["host"] == h].groupby("iid")["_rel_end"].median()
+        ends_h = first.loc[h] if h in first.index.get_level_values(0) else first.iloc[:0]
         d = (ends_ref - ends_h).dropna()
         if d.empty:
             notes.append(
-                f"across ranks: host {h!r} shares no collective with host {ref!r}; its "
-                "ranks were not aligned and are left out of the skew figures."
+                Note(
+                    f"across ranks: host {h!r} shares no collective with host {ref!r}; its "
+                    "ranks were not aligned and are left out of the skew figures.",
+                    ALIGN_TOPIC,
+                )
             )
             continue
-        off = int(np.round(np.median(d.to_numpy(np.float64))))
+        dv = d.to_numpy(np.float64)
+        off = int(np.round(np.median(dv))) if align else 0
         offsets[h] = off
-        res = np.abs(d.to_numpy(np.float64) - off)
         hosts_tbl.append(
             {"host": h, "offset_ns": off, "n_instances": len(d),
-             "residual_p95_ns": float(np.percentile(res, 95))}
+             "residual_p95_ns": float(np.percentile(np.abs(dv - off), 95))}
         )  # fmt: skip
     hosts_tbl.insert(
         0, {"host": ref, "offset_ns": 0, "n_instances": int(ends_ref.size),
@@ -260,6 +302,17 @@ def align_hosts(
     for row in hosts_tbl:
         row["ranks"] = [r for r in ranks if host_of[r] == row["host"]]
         row["reference"] = row["host"] == ref
+    if not align and len(hosts_tbl) > 1:
+        worst = max(hosts_tbl[1:], key=lambda r: r["residual_p95_ns"])
+        notes.append(
+            Note(
+                f"across ranks: clock alignment off (--no-align-clocks): the "
+                f"{len(hosts_tbl)} hosts' times are used as read (host {worst['host']!r}'s "
+                f"collective ends differ from host {ref!r}'s by up to "
+                f"{worst['residual_p95_ns'] / 1e3:.1f} µs, p95).",
+                ALIGN_TOPIC,
+            )
+        )
     inst = inst.loc[inst["host"].isin(list(offsets))]
     off = inst["host"].map(offsets).astype(np.int64)
     inst = inst.assign(a_start=inst["start"] + off, a_end=inst["end"] + off)
@@ -378,6 +431,43 @@ def step_invariant_violations(
     return out
 
 
+UNKNOWN_HOST = "(unknown host)"
+
+
+def hosts_of(
+    rank_ids: list[int], hosts: dict[int, str | None]
+) -> tuple[dict[int, str], list[str]]:
+    """Each rank's host, and notes. A rank's host is its trace's ``hostName``. When no
+    trace names one, every rank is on one host (one clock; said so): that is what the
+    traces say, and ranks on one host share a clock, while a guess of several would
+    align clocks that may well be one. When some traces name a host and others do not,
+    the unnamed ranks are one more host, ``(unknown host)``, aligned like any other
+    (said so): the named ones say the run spans hosts, so sharing a clock with any
+    of them is not to be assumed."""
+    given = {r: hosts[r] for r in rank_ids if hosts.get(r)}
+    notes: list[str] = []
+    if not given:
+        notes.append(
+            Note(
+                "across ranks: the traces name no host; all ranks are taken to share one "
+                "clock (no alignment applied). Traces of several hosts need their "
+                "hostName to be aligned.",
+                ALIGN_TOPIC,
+            )
+        )
+    elif len(given) < len(rank_ids):
+        missing = [r for r in rank_ids if r not in given]
+        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+        notes.append(
+            Note(
+                f"across ranks: {len(missing)} rank(s) name no host (rank {shown}); they "
+                f"are taken as one more host, {UNKNOWN_HOST!r}, with its own clock.",
+                ALIGN_TOPIC,
+            )
+        )
+    return {r: given.get(r, UNKNOWN_HOST) for r in rank_ids}, notes
+
+
 def _not_computed(
     matching: str | None, notes: list[str], why: str, **extra
 ) -> tuple[AcrossRanks, list[Note]]:
@@ -393,10 +483,13 @@ def summarize_ranks(
     rank_ids: list[int],
     hosts: dict[int, str | None],
     top_n: int,
+    align: bool = True,
 ) -> tuple[AcrossRanks, list[Note]]:
     """The "across_ranks" section and notes on what is missing, from the cross-rank
     tables of every rank: ``comm`` (:func:`rank_comm` rows), ``spans`` (each rank's
-    device span per step, ``tables.iteration_spans``) and each rank's host."""
+    device span per step, ``tables.iteration_spans``) and each rank's host.
+    ``align``: estimate host clock offsets (:func:`align_hosts`); False uses the times
+    as read."""
     notes: list[str] = []
     if len(rank_ids) < 2:
         why = ("the trace has one rank; load all ranks' files (a directory) to match "
@@ -413,17 +506,17 @@ def summarize_ranks(
             else "no comm interval was found on two or more ranks under one collective key"
         )
         return _not_computed(matching, notes, why)
-    hosts_given = {r: hosts[r] for r in rank_ids if hosts.get(r)}
-    if not hosts_given:
-        notes.append("across ranks: the traces name no host; all ranks are taken to share "
-                     "one clock (no alignment applied).")  # fmt: skip
-    host_of = {r: hosts_given.get(r, "(unknown host)") for r in rank_ids}
-    inst, hosts_tbl, anotes = align_hosts(inst, host_of)
+    host_of, hnotes = hosts_of(rank_ids, hosts)
+    notes += hnotes
+    inst, hosts_tbl, anotes = align_hosts(inst, host_of, align=align)
     notes += anotes
     if inst.empty:
         return _not_computed(matching, notes, "no collective is shared by aligned ranks")
+    # the alignment's own spread widens the slack; unaligned, the residual is the clocks'
+    # disagreement, which is what the check is there to catch
     slack = {
-        h["host"]: max(OVERLAP_SLACK_NS, int(np.ceil(h["residual_p95_ns"]))) for h in hosts_tbl
+        h["host"]: max(OVERLAP_SLACK_NS, int(np.ceil(h["residual_p95_ns"])) if align else 0)
+        for h in hosts_tbl
     }
     bad = implausible(inst, slack)
     if len(bad):

@@ -333,7 +333,8 @@ def combine_overheads(
         notes.append(Note(f"stream switches and kernel launches: {why}", "launches"))
     comm = concat_frames([r.comm for r in results])
     hosts = {r: (metas[r].host if r in metas else None) for r in ranks}
-    across, n3 = summarize_ranks(comm, spans, rank_ids=list(ranks), hosts=hosts, top_n=top_n)
+    across, n3 = summarize_ranks(comm, spans, rank_ids=list(ranks), hosts=hosts, top_n=top_n,
+                                 align=getattr(config, "align_clocks", True))  # fmt: skip
     notes += n3
     from domino_prof.analysis.results import jsonable
 

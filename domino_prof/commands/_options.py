@@ -83,6 +83,14 @@ SchedulerOpt = Annotated[
         "'domino-prof[dask]'). Default: a local process pool.",
     ),
 ]
+NoAlignClocksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-align-clocks",
+        help="Use each host's times as read: no clock offset from matched collectives "
+        "(docs/METRICS.md \"Across ranks\").",
+    ),
+]
 ThresholdOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -125,6 +133,7 @@ class Reading:
     memcpy_as_comm: bool = False
     thresholds: dict[str, float] = field(default_factory=dict)
     scheduler: str | None = None
+    no_align_clocks: bool = False
 
     def config(self) -> Any:
         """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
@@ -135,6 +144,7 @@ class Reading:
             comm_pattern_only=self.comm_pattern_only,
             memcpy_as_comm=self.memcpy_as_comm,
             thresholds=self.thresholds,
+            align_clocks=not self.no_align_clocks,
         )
 
     def analyse(self, trace_path: Path, config: Any, *, keep_intervals: bool = True) -> Any:

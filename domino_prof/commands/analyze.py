@@ -24,6 +24,7 @@ from domino_prof.commands._options import (
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
+    NoAlignClocksOpt,
     PathArg,
     RankOpt,
     Reading,
@@ -243,7 +244,8 @@ def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -
 
 
 # --------------------------------------------------------------------------- command
-_FORMATS = {".json": "json", ".json.gz": "json", ".html": "html", ".htm": "html"}
+_FORMATS = {".json": "json", ".json.gz": "json", ".html": "html", ".htm": "html",
+            ".pftrace": "pftrace"}  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:
@@ -258,7 +260,8 @@ def register(app: typer.Typer) -> None:
                 "--output",
                 metavar="FILE",
                 help="Write the result, repeatable: *.json the versioned JSON document, "
-                "*.html the report; '-' the JSON on stdout (no summary).",
+                "*.html the report, *.pftrace a Perfetto trace (pip install "
+                "'domino-prof[perfetto]'); '-' the JSON on stdout (no summary).",
             ),
         ] = None,
         mode: Annotated[str | None, mode_option("its only mode, else domino")] = None,
@@ -276,6 +279,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
         json_out: Annotated[
             Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
@@ -295,25 +299,33 @@ def register(app: typer.Typer) -> None:
         by_choice = _parse_by(by)
         if top < 1:
             raise ConfigError(f"--top {top}: give a number of rows >= 1")
-        json_path, html_path = json_out, html
+        json_path, html_path, pf_path = json_out, html, None
         for p in output or []:
             fmt = "json" if str(p) == "-" else guess_format(p, _FORMATS)
             if fmt == "json":
                 json_path = _one(json_path, p, "JSON")
+            elif fmt == "pftrace":
+                pf_path = _one(pf_path, p, "Perfetto")
             else:
                 html_path = _one(html_path, p, "HTML")
         reading = Reading(
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         report = _import_report() if html_path is not None else None  # before a long load
+        if pf_path is not None:
+            from domino_prof.export.perfetto import export_bytes, require
+
+            require()  # the install hint before a long load
         target = resolve(path)
         (m,), notes = target.select(mode, default="one", verb="analysing")
         to_stdout = json_path is not None and str(json_path) == "-"
         print_notes(notes)
-        a = reading.analyse(target.modes[m], config, keep_intervals=html_path is not None)
+        keep = html_path is not None or pf_path is not None
+        a = reading.analyse(target.modes[m], config, keep_intervals=keep)
         print_notes(skipped_notes(a))
         run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
@@ -333,6 +345,9 @@ def register(app: typer.Typer) -> None:
                 outputs.append((json_path, encode(a.to_json())))
         if report is not None:
             outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
+        if pf_path is not None:
+            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]}, rank=rank,
+                                                  skip_bad=skip_bad)))  # fmt: skip
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
 

@@ -23,6 +23,7 @@ from domino_prof.commands._options import (
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
+    NoAlignClocksOpt,
     PathArg,
     RankOpt,
     Reading,
@@ -83,7 +84,8 @@ def register(app: typer.Typer) -> None:
                 "--output",
                 metavar="FILE",
                 help="HTML file to write (default: RUN_DIR/report.html for a whole run, "
-                "else ./report.html).",
+                "else ./report.html); *.pftrace writes a Perfetto trace of the same "
+                "modes instead (pip install 'domino-prof[perfetto]').",
             ),
         ] = None,
         mode: Annotated[str | None, mode_option("every mode, with the comparison")] = None,
@@ -94,6 +96,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Write one self-contained HTML report (opens offline).
@@ -106,6 +109,7 @@ def register(app: typer.Typer) -> None:
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         target = resolve(path)
@@ -113,6 +117,11 @@ def register(app: typer.Typer) -> None:
         whole_run = target.is_run_dir and len(modes) == len(target.modes) > 0
         out = output or (target.path / "report.html" if whole_run else Path("report.html"))
         _write_guard(out, "report.html")
+        pftrace = str(out).lower().endswith(".pftrace")
+        if pftrace:
+            from domino_prof.export.perfetto import export_bytes, require
+
+            require()  # the install hint before a long load
         in_run = target.run is not None
         analyses = {
             m: analyse_for_report(reading, target.modes[m], config, in_run=in_run) for m in modes
@@ -121,7 +130,9 @@ def register(app: typer.Typer) -> None:
         for m, a in analyses.items():  # gating or not, a skipped file is said
             print_notes(_skipped(a), prefix=f"{m}: " if m else "")
         run = target.run.doc if target.run is not None else None
-        if run is not None and len(analyses) > 1:
+        if pftrace:
+            html = export_bytes(analyses, target.modes, rank=rank, skip_bad=skip_bad)
+        elif run is not None and len(analyses) > 1:
             html = render_run_report(analyses, run=run, title=title)
         else:
             m, a = next(iter(analyses.items()))
@@ -172,6 +183,7 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = None,
         skip_bad: SkipBadOpt = False,
         scheduler: SchedulerOpt = None,
+        no_align_clocks: NoAlignClocksOpt = False,
         threshold: ThresholdOpt = None,
     ) -> None:
         """Compare two traces or modes: headlines and per-op deltas.
@@ -194,6 +206,7 @@ def register(app: typer.Typer) -> None:
             rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
             comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
             thresholds=parse_thresholds(threshold), scheduler=scheduler,
+            no_align_clocks=no_align_clocks,
         )  # fmt: skip
         config = reading.config()
         sides = [resolve(a), resolve(b)]
