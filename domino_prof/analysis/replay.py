@@ -812,6 +812,15 @@ def critical_path(model: Model, rep: Replayed) -> list[dict]:
             parts = dict.fromkeys(CP_PARTS, 0)
             while t > t0:
                 s = max(int(rep.start[i]), t0)
+                x = int(rep.end_by[i])
+                if x >= 0 and model.kind[i] == SYNC and model.rank_of[x] == g.rank:
+                    # a sync returns when its awaited work ends: follow that work
+                    xe = max(int(rep.end[x]), t0)
+                    if t > xe:
+                        parts["idle"] += t - xe  # waking up
+                    t = min(t, xe)
+                    i = x
+                    continue
                 if t > s:  # the node's own time on the path
                     parts[own_part[int(model.kind[i])]] += t - s
                     t = s
