@@ -113,6 +113,9 @@ def analyze_rank(
 
     out.extra["replay"] = rank_graph_or_note(trace.events, iv, rank=rank, mode=mode,
                                              reference=cl.reference)  # fmt: skip
+    from domino_prof.analysis.overlap_tax import tax_part
+
+    out.extra["tax"] = tax_part(iv, mode=mode)
     if keep_intervals:
         out.intervals = iv
         out.reference = cl.reference

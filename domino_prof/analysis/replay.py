@@ -981,6 +981,7 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
             event_free=any(e.event_free for e in fixes)))  # fmt: skip
     w, _ = whatif(graphs, comm=comm, hosts=hosts, edits=edits, extra=extra)
     doc = w.to_json()
+    doc["overlap_tax"] = _tax_of(results)
     if w.computed and w.explained:
         singles = [s["gain_ms"] for s in w.scenarios if s["name"] in {e.name for e in fixes}]
         comb = w.gain(ALL_FIXES)
@@ -992,3 +993,22 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     elif w.reason:
         notes.append(Note(f"what if: {w.reason}", "replay"))
     return doc, notes
+
+
+def _tax_of(results) -> dict:
+    """The overlap tax (analysis.overlap_tax) over the ranks' parts; hidden comm per step
+    from their by_iteration rows (steps only)."""
+    from domino_prof.analysis.overlap_tax import overlap_tax
+
+    parts = [r.extra.get("tax") for r in results]
+    n_steps, hidden = 0, 0
+    have_tables = True
+    for r in results:
+        sp = r.spans
+        n_steps += int((sp["iteration"] >= 0).sum()) if sp is not None and len(sp) else 0
+        bi = (r.tables or {}).get("by_iteration")
+        if bi is None:
+            have_tables = False
+        else:
+            hidden += int(bi.loc[bi["iteration"] >= 0, "hidden_ns"].sum())
+    return overlap_tax(parts, n_rank_steps=n_steps, hidden_ns=hidden if have_tables else None)
