@@ -67,6 +67,10 @@ HANDOFF_MIN_NS = 50_000
 # CPU: a compute segment that starts at most this long after a gloo event ended, with
 # its thread idle since before that end, was blocked on it (wait edge)
 WAKE_MAX_NS = 500_000
+# GPU: a kernel starting this long after its stream predecessor, at most this long
+# after an interval of another stream of its device ended, waited for it (inferred
+# event edge)
+INFER_GAP_NS = 20_000
 # tolerance of "the replay reproduces the profiled step"
 EXPLAIN_TOL = 0.01
 
@@ -266,6 +270,26 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
         orig = _interval_table(ivr)["_orig"].to_numpy(np.int64)  # switches' row -> ours
         add(orig[ed["consumer"].to_numpy(np.int64)], orig[ed["producer"].to_numpy(np.int64)],
             EVENT, False, 0)  # fmt: skip
+    # inferred waits: a kernel that started long after its stream predecessor ended,
+    # shortly after an interval of another stream of its device ended (a wait whose
+    # Stream Wait Event CUPTI recorded without, or with a wrong, record correlation)
+    dev = iv["device"].to_numpy(np.int64)
+    late = sd[(d_s[sd] - d_e[ss]) > INFER_GAP_NS]
+    if len(late):
+        o = np.lexsort((d_e, dev))
+        dev_o, end_o = dev[o], d_e[o]
+        wd, ws = [], []
+        for k in late.tolist():
+            lo = np.searchsorted(dev_o, dev[k], "left")
+            hi = np.searchsorted(end_o[lo:np.searchsorted(dev_o, dev[k], "right")],
+                                 d_s[k], "right") + lo  # fmt: skip
+            j = hi - 1
+            while j >= lo and dl[o[j]] == dl[k]:
+                j -= 1
+            if j >= lo and d_s[k] - end_o[j] <= INFER_GAP_NS and end_o[j] > prev_end[k]:
+                wd.append(k)
+                ws.append(int(o[j]))
+        add(wd, ws, EVENT, False, 0)
     # host thread order; the gap is the host's own work
     td, ts_ = _prev_on_lane(hl, h_s, h_e)
     hgap = h_s[td] - h_e[ts_]
