@@ -164,3 +164,32 @@ def test_cpu_findings_speak_of_threads_and_cores():
         assert "GPU" not in f.fix and "link" not in f.fix
     skew = [f for f in a.overheads.findings if f.id == "rank_skew"]
     assert not skew or "cores" in skew[0].fix
+
+
+def test_busy_threads_sweep_and_cores():
+    import pandas as pd
+
+    from domino_prof.analysis.cpu_threads import busy_threads, why_text
+
+    # thread 1 busy [0, 10) (two nested ops), gloo thread 2 [5, 15): both in step 1
+    iv = pd.DataFrame({
+        "rank": [0, 0, 0], "device": [9, 9, 9], "stream": [1, 1, 2],
+        "start": [0, 2, 5], "end": [10, 4, 15], "iteration": [1, 1, 1],
+        "kind": ["compute", "compute", "comm"],
+    })  # fmt: skip
+    b = busy_threads(iv, cpu_count=1)
+    # busy thread-time 10 + 10 over a 15 ns span; two at once over [5, 10)
+    assert (b["n_threads"], b["n_comm_threads"], b["peak_busy"]) == (2, 1, 2)
+    assert b["mean_busy"] == pytest.approx(20 / 15)
+    assert b["over_cores_share"] == pytest.approx(5 / 15)
+    assert "1 cores" in why_text(b, None) and "33% of the time" in why_text(b, None)
+
+
+def test_cpu_report_says_why_from_the_trace():
+    from domino_prof.report.figures import whatif_sections
+
+    a = analyze(load_trace(DATA / "cpu_gloo_tp2/domino"))
+    secs = {s.key: s for s in whatif_sections(a, run={"cpu_count": 2})}
+    assert list(secs) == ["whatif", "critical_path", "cpu_threads"]
+    (text,) = secs["cpu_threads"].body.rows[0]
+    assert "on a host with 2 cores" in text and "gloo runloop threads" in text
