@@ -193,3 +193,23 @@ def test_cpu_report_says_why_from_the_trace():
     assert list(secs) == ["whatif", "critical_path", "cpu_threads"]
     (text,) = secs["cpu_threads"].body.rows[0]
     assert "on a host with 2 cores" in text and "gloo runloop threads" in text
+
+
+def test_check_gates_on_exposed_comm_on_the_critical_path(tmp_path):
+    from typer.testing import CliRunner
+
+    from domino_prof.cli import app
+
+    d = tmp_path / "t"
+    d.mkdir()
+    for r in (0, 1):
+        coupled_rank(r).write(d / f"rank{r}.json")
+    run = CliRunner()
+    # exposed comm on the critical paths: rank 0 34 µs, rank 1 14 µs (above)
+    ok = run.invoke(app, ["check", str(d), "--max-critical-comm", "0.034"])
+    assert ok.exit_code == 0, ok.output
+    assert "0.034 ms" in ok.output and "0.014 ms" in ok.output
+    bad = run.invoke(app, ["check", str(d), "--max-critical-comm", "0.02"])
+    assert bad.exit_code == 1 and "FAIL: 1 of 2 checks failed" in bad.output
+    neg = run.invoke(app, ["check", str(d), "--max-critical-comm", "-1"])
+    assert neg.exit_code == 2 and "--max-critical-comm -1.0 must be >= 0" in neg.output
