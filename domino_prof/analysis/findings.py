@@ -146,6 +146,11 @@ def build_findings(
         blk_rank, blk_it = _worst_iteration(sw.per_iteration, "blocking_sync_ns")
         g = gain_of("no_syncs")
         op = b.get("op")
+        sites = [(r.get("gain_ms") or 0.0, r["name"].split("@", 1)[1])
+                 for r in (dict(whatif or {}).get("scenarios") or ())
+                 if r["name"].startswith("no_sync:") and "@" in r["name"]]  # fmt: skip
+        if sites:  # the site whose removal gains most (an aten:: op when unannotated)
+            op = max(sites, key=lambda x: x[0])[1]
         idle = (f"; the device idles {g:.3f} ms per step for them (replayed without them)"
                 if g is not None else "")  # fmt: skip
         where_op = op if op and op != "(none)" else None

@@ -369,9 +369,22 @@ def _with_sync_sites(g: RankGraph, ev: pd.DataFrame) -> RankGraph:
     pid = int(pid.iloc[0]) if len(pid) else -1
     ops = ctx.op_at(np.full(len(idx), g.rank, np.int64), np.full(len(idx), pid, np.int64),
                     tids, g.start[idx])  # fmt: skip
+    ops = np.asarray(ops, dtype=object)
+    none = np.flatnonzero(ops == "(none)")
+    if len(none):  # no annotation: the outermost aten:: op around the call
+        cpu = ev.loc[(ev["cat"] == "cpu_op").to_numpy()]
+        aten = cpu.loc[cpu["name"].astype(str).str.startswith("aten::").to_numpy()]
+        a_tid, a_s = aten["tid"].to_numpy(np.int64), aten["ts"].to_numpy(np.int64)
+        a_e = a_s + aten["dur"].to_numpy(np.int64)
+        a_n = aten["name"].astype(str).to_numpy(dtype=object)
+        for k in none.tolist():
+            t = g.start[idx[k]]
+            m = (a_tid == tids[k]) & (a_s <= t) & (a_e > t)
+            if m.any():
+                ops[k] = a_n[np.flatnonzero(m)[np.argmin(a_s[m])]]
     sites: dict = {}
     site = np.full(len(g.kind), -1, np.int32)
-    for i, op in zip(idx.tolist(), np.asarray(ops).tolist()):
+    for i, op in zip(idx.tolist(), ops.tolist()):
         site[i] = sites.setdefault((str(g.name[i]), str(op)), len(sites))
     return replace(g, sync_site=site, sync_sites=list(sites))
 
