@@ -214,3 +214,14 @@ def test_check_gates_on_exposed_comm_on_the_critical_path(tmp_path):
     assert bad.exit_code == 1 and "FAIL: 1 of 2 checks failed" in bad.output
     neg = run.invoke(app, ["check", str(d), "--max-critical-comm", "-1"])
     assert neg.exit_code == 2 and "--max-critical-comm -1.0 must be >= 0" in neg.output
+
+
+def test_a_graph_too_large_is_not_replayed_and_says_so(tmp_path, monkeypatch):
+    from domino_prof.analysis import replay
+
+    monkeypatch.setattr(replay, "REPLAY_MAX_NODES", 4)  # the trace has 5 nodes
+    trace, iv = load(tmp_path, sync_starves_rank())
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    assert out["whatif"]["computed"] is False and "exceed the 4" in out["whatif"]["reason"]
+    f = next(f for f in out["findings"] if f["id"] == "blocking_sync")
+    assert f["est_gain_ms_per_step"] is None and "no gain estimate" in f["detail"]

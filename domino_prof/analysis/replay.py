@@ -71,6 +71,8 @@ WAKE_MAX_NS = 500_000
 # after an interval of another stream of its device ended, waited for it (inferred
 # event edge)
 INFER_GAP_NS = 20_000
+# the largest graph (all ranks' nodes) the what-if replays: ~10 us per node and scenario
+REPLAY_MAX_NODES = 200_000
 # tolerance of "the replay reproduces the profiled step"
 EXPLAIN_TOL = 0.01
 
@@ -1007,6 +1009,13 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     graphs = [p for p in parts if isinstance(p, RankGraph)]
     if not graphs:
         return {}, notes
+    n = sum(len(g.start) for g in graphs)
+    if n > REPLAY_MAX_NODES:
+        why = (f"not replayed: {n} nodes exceed the {REPLAY_MAX_NODES} a replay handles "
+               "quickly (one Python pass per scenario); analyse fewer steps or ranks "
+               "(--rank) to get the what-if table")
+        notes.append(Note(f"what if: {why}", "replay"))
+        return {"computed": False, "reason": why}, notes
     edits = scenarios(graphs)
     fixes = [e for e in edits if e.name in ("cuda_graphs", "no_syncs", "free_waits", "no_skew")]
     extra = []
