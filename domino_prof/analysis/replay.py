@@ -82,7 +82,6 @@ SYNC_CALLS: tuple[str, ...] = (
     "hipStreamSynchronize", "hipEventSynchronize", "hipDeviceSynchronize",
 )  # fmt: skip
 _DEVICE_WIDE = ("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize")
-_LAUNCH_RE = re.compile(r"Launch|Memcpy|Memset|GraphLaunch", re.IGNORECASE)
 _VERSION = re.compile(r"_v\d+$")
 
 # node kinds
@@ -613,7 +612,6 @@ def couple(graphs: list[RankGraph], comm: pd.DataFrame | None, hosts: dict | Non
     for r, d in inst.groupby("rank"):
         offs[int(r)] = int((d["a_start"] - d["start"]).iloc[0])
     base = _offsets(graphs)
-    gi = {g.rank: i for i, g in enumerate(graphs)}
     # the node of each (rank, start) arrival: a comm node starting there
     node_of = {}
     for i, g in enumerate(graphs):
@@ -631,7 +629,6 @@ def couple(graphs: list[RankGraph], comm: pd.DataFrame | None, hosts: dict | Non
             nodes.append(nd)
             peers.append([x[0] for j, x in enumerate(got) if j != k])
             transfer.append(max(e - latest, 0))
-    del gi
     return Coupling(np.asarray(nodes, np.int64), peers, np.asarray(transfer, np.int64)), offs
 
 
