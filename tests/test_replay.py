@@ -225,3 +225,36 @@ def test_a_graph_too_large_is_not_replayed_and_says_so(tmp_path, monkeypatch):
     assert out["whatif"]["computed"] is False and "exceed the 4" in out["whatif"]["reason"]
     f = next(f for f in out["findings"] if f["id"] == "blocking_sync")
     assert f["est_gain_ms_per_step"] is None and "no gain estimate" in f["detail"]
+
+
+def gloo_rank() -> TraceBuilder:
+    """CPU: the compute thread runs aten::mm [0, 10], enqueues an all-reduce
+    (c10d::allreduce_ [10, 11]), blocks (no op) until the gloo thread's gloo:all_reduce
+    [12, 30] ends, resumes 1 µs later with aten::add [31, 36]."""
+    b = TraceBuilder(rank=0, backend="gloo")
+    b.step(1, 0, 40)
+    b.cpu("aten::mm", 0, 10)
+    b.cpu("c10d::allreduce_", 10, 1)
+    b.cpu("gloo:all_reduce", 12, 18, cat="user_annotation", tid=77)
+    b.cpu("aten::add", 31, 5)
+    return b
+
+
+def test_cpu_gloo_replay_threads_as_streams(tmp_path):
+    trace, iv = load(tmp_path, gloo_rank())
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    w = out["whatif"]
+    assert w["explained"] is True and w["profiled_step_ms"] == pytest.approx(0.036)
+    g = gains(out)
+    # the compute thread's gaps: 0 (mm -> c10d) and 20 (c10d -> add): median 10 µs.
+    # comm removed: c10d [10, 10], gloo [12, 12] (its 2 µs enqueue latency), add starts
+    # at max(10 + 10 (the median gap), 12 + 1 (the wake-up)) = 20: wall 25 -> 0.011
+    assert g["no_comm"] == pytest.approx(0.011)
+    # comm x 2: gloo [12, 48], add at max(11 + 10, 48 + 1) = 49 -> wall 54: -0.018
+    assert g["comm_x2"] == pytest.approx(-0.018)
+    assert "cuda_graphs" not in g and "no_syncs" not in g  # GPU-only scenarios
+    # critical path: add 5 compute, 1 idle (wake-up), gloo 18 exposed comm, 2 host
+    # (enqueue latency from the c10d op's start), mm 10 compute
+    p = cp(out, 0)
+    assert (p["compute_ns"], p["exposed_comm_ns"], p["host_ns"], p["idle_ns"]) == (
+        15_000, 18_000, 2_000, 1_000)  # fmt: skip
