@@ -258,3 +258,18 @@ def test_cpu_gloo_replay_threads_as_streams(tmp_path):
     p = cp(out, 0)
     assert (p["compute_ns"], p["exposed_comm_ns"], p["host_ns"], p["idle_ns"]) == (
         15_000, 18_000, 2_000, 1_000)  # fmt: skip
+
+
+def test_fixture_stream_switch_and_report(tmp_path):
+    """Issue 21: the fixture's stream-switch idle is the NCCL kernel's late launch on the
+    NCCL stream, which stalls no compute: free waits gain nothing; the page shows the
+    what-if table and the critical path."""
+    from domino_prof.report.page import write_report
+
+    a = analyze(load_trace(DATA / "h200_llama3_3b_2layers_tp2/domino"))
+    f = next(f for f in a.overheads.findings if f.id == "stream_switch_gap")
+    assert f.value == pytest.approx(2.557306) and f.est_gain_ms_per_step == 0.0
+    assert f.severity == "low"
+    html = write_report(a, tmp_path / "r.html").read_text()
+    assert "What if" in html and "Critical path" in html
+    assert "launches at CUDA-graph replay cost" in html
