@@ -185,6 +185,7 @@ def run_check(
     rank: int | None = None,
     skip_bad: bool = False,
     scheduler: str | None = None,
+    max_critical_comm_ms: float | None = None,
 ) -> CheckOutcome:
     """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input."""
     from domino_prof.analysis.baseline import (
@@ -206,6 +207,7 @@ def run_check(
         max_drop=max_drop,
         phase=parse_phase(phase),
         op_pattern=op_pattern,
+        max_critical_comm_ms=max_critical_comm_ms,
     )
     config = analysis_config(
         comm_pattern=comm_pattern,

@@ -211,7 +211,7 @@ def test_rules_need_at_least_one_and_pairs():
         CheckRules()
     assert e.value.render(cli=True) == (
         "no rule given: pass at least one of --min-hidden PCT, --max-exposed-ms MS, "
-        "--baseline FILE --max-drop PP"
+        "--max-critical-comm MS, --baseline FILE --max-drop PP"
     )
     with pytest.raises(ConfigError, match="go together"):
         CheckRules(max_drop=2)

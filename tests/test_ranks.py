@@ -85,10 +85,26 @@ def test_two_hosts_offset_skew_and_late_rank(tmp_path, with_seq):
     assert worst["wait_share"] == pytest.approx(50 / 60)
     (it,) = ar["per_iteration"]
     assert (it["iteration"], it["n_instances"], it["skew_total_ns"]) == (1, 3, 110_000)
-    # finding: walls r0 240, r1 230, r2 210 µs -> step 226.67 µs; 110/226.67 = 49% -> high
-    f = next(x for x in out["findings"] if x["id"] == "rank_skew")
+    # findings: walls r0 240, r1 230, r2 210 µs -> step 226.67 µs. Each kernel starts 5
+    # µs after its launch call, on an idle stream: every rank is host-bound, and the late
+    # rank 2's critical path is host time (200 of its 210 µs), so the peers' wait is the
+    # same lost time as rank 2's host-bound launches: one finding, not two
+    assert [x["id"] for x in out["findings"]] == ["host_bound_launches"]
+    f = out["findings"][0]
     assert f["severity"] == "high" and f["where"]["rank"] == 2
-    assert f["est_gain_ms_per_step"] == pytest.approx(0.110)
+    assert "its peers wait for rank 2 up to 0.110 ms per step" in f["detail"]
+    # replay gains (hand-computed). no skew: each all-reduce takes its transfer time
+    # (10, 20, 10 µs) from its unchanged start: r0 60 -> 240+10, r1 70 -> 250+10, r2 90
+    # -> 290+10: walls 190, 190, 210 -> slowest 210 vs the profiled slowest 240: 0.030.
+    # CUDA graphs: each rank's launch calls collapse onto its first (55, 65, 85 common
+    # clock), kernels keep their 5 µs launch latency and follow their stream predecessor
+    # after 1 µs: all-reduce 1 ends at 90 + 10 = 100, 2 runs [101, 121], 3 [122, 132];
+    # walls 72, 62, 42 -> 0.240 - 0.072 = 0.168 ms
+    w = out["whatif"]
+    gains = {s["name"]: s["gain_ms"] for s in w["scenarios"]}
+    assert w["profiled_step_ms"] == pytest.approx(0.240) and w["explained"] is True
+    assert gains["no_skew"] == pytest.approx(0.030)
+    assert f["est_gain_ms_per_step"] == gains["cuda_graphs"] == pytest.approx(0.168)
     assert out["step_ms"] == pytest.approx((240 + 230 + 210) / 3 / 1000)
 
 

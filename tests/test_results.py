@@ -60,7 +60,7 @@ def test_json_form_is_the_document(a):
     assert doc == a.overheads.to_json()
     assert Overheads.of(doc).to_json() == doc  # read back from analysis.json: the same
     assert list(doc) == ["step_ms", "thresholds", "stream_switches", "launches",
-                         "across_ranks", "findings", "notes"]  # fmt: skip
+                         "across_ranks", "findings", "notes", "whatif"]  # fmt: skip
     # a section that was not computed writes only that and why
     assert doc["across_ranks"] == {"computed": False, "reason": a.overheads.across_ranks.reason}
     # the JSON keys still read (code and tests written against analysis.json)

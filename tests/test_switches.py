@@ -117,13 +117,19 @@ def test_switch_section_per_iteration_and_op(tmp_path):
     ids = [f["id"] for f in out["findings"]]
     assert "stream_switch_gap" in ids and "blocking_sync" in ids
     gap = next(f for f in out["findings"] if f["id"] == "stream_switch_gap")
-    assert gap["est_gain_ms_per_step"] == pytest.approx(0.017)
-    # 0.017 / 0.080 ms = 21% of the step >= 5% -> high
+    # gains come from the replay (analysis.replay). Edge 4 breaks causality: K4 starts
+    # at 79 µs, 1 µs before C2 (which it waits on) ends at 80. The replay cannot start
+    # it before 80, so K4 ends at 91 and the wall replays as 81 µs against the profiled
+    # 80 (1.25% > 1%): the model does not explain the trace and prints no gain
+    # (tests/test_replay.py has the causal variant with its exact gains)
+    assert gap["est_gain_ms_per_step"] is None
+    assert "does not explain this trace" in gap["detail"]
+    # no gain: severity from the figure, 0.017 / 0.080 ms = 21% of the step -> high
     assert gap["severity"] == "high"
     assert gap["where"]["op"] == "fwd.mlp"
     blk = next(f for f in out["findings"] if f["id"] == "blocking_sync")
     assert blk["where"] == {"rank": 0, "stream": None, "op": "loss.item", "iteration": 1}
-    assert blk["est_gain_ms_per_step"] == pytest.approx(0.020)  # 20 µs of host time
+    assert blk["est_gain_ms_per_step"] is None  # not explained (above)
 
 
 def test_threshold_suppresses_flag(tmp_path):

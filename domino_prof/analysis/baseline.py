@@ -385,6 +385,8 @@ class CheckRules:
     max_drop: float | None = None
     phase: str | None = None
     op_pattern: str | None = None
+    # exposed comm on the replay's critical path (ms per step; analysis.replay)
+    max_critical_comm_ms: float | None = None
 
     def __post_init__(self) -> None:
         if (self.baseline is None) != (self.max_drop is None):
@@ -392,10 +394,12 @@ class CheckRules:
                 f"{opt('baseline')} FILE and {opt('max_drop')} PP go together (the drop in "
                 f"hidden % points tolerated vs the baseline, e.g. {opt('max_drop')} 2)"
             )
-        if self.min_hidden is None and self.max_exposed_ms is None and self.baseline is None:
+        if (self.min_hidden is None and self.max_exposed_ms is None and self.baseline is None
+                and self.max_critical_comm_ms is None):  # fmt: skip
             raise OptionError(
                 f"no rule given: pass at least one of {opt('min_hidden')} PCT, "
-                f"{opt('max_exposed_ms')} MS, {opt('baseline')} FILE {opt('max_drop')} PP"
+                f"{opt('max_exposed_ms')} MS, {opt('max_critical_comm')} MS, "
+                f"{opt('baseline')} FILE {opt('max_drop')} PP"
             )
         if self.min_hidden is not None and not 0 <= self.min_hidden <= 100:
             raise OptionError(
@@ -403,6 +407,10 @@ class CheckRules:
             )
         if self.max_exposed_ms is not None and not self.max_exposed_ms >= 0:
             raise OptionError(f"{opt('max_exposed_ms')} {self.max_exposed_ms} must be >= 0 (ms)")
+        if self.max_critical_comm_ms is not None and not self.max_critical_comm_ms >= 0:
+            raise OptionError(
+                f"{opt('max_critical_comm')} {self.max_critical_comm_ms} must be >= 0 (ms)"
+            )
         if self.max_drop is not None and not self.max_drop >= 0:
             raise OptionError(f"{opt('max_drop')} {self.max_drop} must be >= 0 (percentage points)")
         if self.phase is not None and self.phase not in PHASES:
@@ -472,6 +480,36 @@ def evaluate(analysis: Any, rules: CheckRules) -> list[RuleResult]:
     if rules.baseline is not None:
         assert rules.max_drop is not None
         out += _vs_baseline(analysis, rules, pat)
+    if rules.max_critical_comm_ms is not None:
+        out += max_critical_comm(analysis, rules.max_critical_comm_ms)
+    return out
+
+
+def max_critical_comm(analysis: Any, ceiling: float) -> list[RuleResult]:
+    """Per rank: the exposed comm on its critical path (analysis.replay), mean ms per
+    profiled step, against ``ceiling``. n/a when the step was not replayed or the replay
+    does not reproduce it (docs/METRICS.md "Extension: replay model")."""
+    ov = getattr(analysis, "overheads", None)
+    w = (ov.get("whatif") if ov is not None else None) or {}
+    ranks = list(getattr(analysis, "ranks", []) or [])
+    rows = w.get("critical_path") or []
+    out = []
+    for r in ranks:
+        mine = [x["exposed_comm_ns"] for x in rows if x["rank"] == r]
+        if not w.get("computed") or not w.get("explained") or not mine:
+            why = w.get("reason") or "no replayed step on this rank"
+            out.append(RuleResult(rule="max-critical-comm", rank=r, measured=None,
+                                  limit=float(ceiling), verdict=NA, unit="ms", op="<=",
+                                  message=f"rank {r}: critical-path comm is n/a: {why}"))  # fmt: skip
+            continue
+        ms = sum(mine) / len(mine) / 1e6
+        verdict = PASS if ms <= ceiling + _EPS else FAIL
+        out.append(RuleResult(
+            rule="max-critical-comm", rank=r, measured=ms, limit=float(ceiling),
+            verdict=verdict, unit="ms", op="<=",
+            message=f"rank {r}: exposed comm on the critical path {ms:.3f} ms/step "
+            + (f"<= {ceiling:g} ms" if verdict == PASS else f"exceeds {ceiling:g} ms"),
+        ))  # fmt: skip
     return out
 
 

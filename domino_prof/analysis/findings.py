@@ -11,6 +11,18 @@ the mean step time (``step_ms``: mean over (rank, iteration) of the iteration's 
 wall time): >= ``high_share`` high, >= ``medium_share`` medium, else low. The list is
 sorted by severity, then by estimated gain (largest first). A finding appears only
 when its number passes its threshold (``overheads.DEFAULT_THRESHOLDS``).
+
+Gains come from the replay model (``analysis.replay``; docs/METRICS.md "Extension:
+replay model"): the replayed step minus the step replayed with the fix applied —
+stream-switch idle: cross-stream waits at no latency; blocking syncs: the syncs removed
+(so the gain is the device idle they cause, not the host's wait); host-bound launches:
+launches at CUDA-graph replay cost; cross-rank wait: every collective at its transfer
+time. One lost interval is one finding: when the late rank of the cross-rank wait is
+itself host-bound (its critical path is mostly host time), the peers' wait is the same
+time as that rank's host-bound launches and is not listed again. Where the unedited
+replay does not reproduce the profiled step within 1% (or the document has no replay),
+no gain is printed and the detail says why. Fix texts fit the trace's kind (``mode``:
+threads and cores on a CPU trace).
 """
 
 from __future__ import annotations
@@ -46,6 +58,26 @@ def _share(ms: float | None, step_ms: float | None) -> float | None:
     return ms / step_ms
 
 
+def _replay_gains(whatif: Mapping | None):
+    """(gain of a scenario name -> ms or None, why there is no gain or None)."""
+    w = dict(whatif or {})
+    if not w:
+        return (lambda name: None), "no replay of the step in this analysis: no gain estimate"
+    if not w.get("computed"):
+        return (lambda name: None), f"no replay of the step ({w.get('reason')}): no gain estimate"
+    if not w.get("explained"):
+        return (lambda name: None), w.get("reason")
+    gains = {r["name"]: r.get("gain_ms") for r in w.get("scenarios") or ()}
+    return gains.get, None
+
+
+def _host_bound_late_rank(whatif: Mapping | None, late: int | None) -> float | None:
+    """The late rank's mean host share of its critical path (None if unknown)."""
+    rows = [r for r in (dict(whatif or {}).get("critical_path") or ()) if r.get("rank") == late]
+    shares = [r.get("host_share") for r in rows if r.get("host_share") is not None]
+    return sum(shares) / len(shares) if shares else None
+
+
 def build_findings(
     *,
     switches: StreamSwitches | Mapping | None,
@@ -53,16 +85,27 @@ def build_findings(
     ranks: AcrossRanks | Mapping | None,
     step_ms: float | None,
     thresholds: Mapping[str, float],
+    whatif: Mapping | None = None,
+    mode: str = "gpu",
 ) -> list[Finding]:
-    """The ranked findings from the three overhead sections (typed, or their JSON form)."""
+    """The ranked findings from the three overhead sections (typed, or their JSON form)
+    and the replay's what-if table (``analysis.replay``; JSON form)."""
     t = thresholds
     sw = switches if isinstance(switches, StreamSwitches) else StreamSwitches.of(switches)
     la = launches if isinstance(launches, Launches) else Launches.of(launches)
     rk = ranks if isinstance(ranks, AcrossRanks) else AcrossRanks.of(ranks)
+    gain_of, no_gain = _replay_gains(whatif)
     out: list[Finding] = []
 
     def add(fid, title, detail, value, unit, where, fix, gain, amount=None):
-        amt = gain if amount is None else amount
+        if no_gain and fid != "tiny_kernels":
+            detail = f"{detail} ({no_gain})"
+        if amount is not None:
+            amt = amount
+        elif gain is not None or no_gain is None:
+            amt = gain
+        else:  # no replay: rank by the raw figure, as an upper bound
+            amt = value if unit == "ms/step" else None
         out.append(
             Finding(
                 id=fid,
@@ -95,22 +138,35 @@ def build_findings(
             Where(rank=pair.get("rank"), stream=stream_pair, op=top_op, iteration=it),
             "record the event right after the producer, wait as late as possible, give the "
             "waiting stream independent work",
-            gap_ms,
+            gain_of("free_waits"),
         )
     blk_ms = sw.blocking_sync_ms_per_step
     if blk_ms and (_share(blk_ms, step_ms) or 0) > t["blocking_sync_share"]:
         b = (sw.blocking_syncs or [{}])[0]
         blk_rank, blk_it = _worst_iteration(sw.per_iteration, "blocking_sync_ns")
+        g = gain_of("no_syncs")
+        op = b.get("op")
+        sites = [(r.get("gain_ms") or 0.0, r["name"].split("@", 1)[1])
+                 for r in (dict(whatif or {}).get("scenarios") or ())
+                 if r["name"].startswith("no_sync:") and "@" in r["name"]]  # fmt: skip
+        if sites:  # the site whose removal gains most (an aten:: op when unannotated)
+            op = max(sites, key=lambda x: x[0])[1]
+        idle = (f"; the device idles {g:.3f} ms per step for them (replayed without them)"
+                if g is not None else "")  # fmt: skip
+        where_op = op if op and op != "(none)" else None
+        outside = " (outside any annotation)" if where_op is None else ""
         add(
             "blocking_sync",
             "Blocking host syncs",
-            f"{b.get('api')} and other blocking syncs take {blk_ms:.3f} ms of host time per step",
+            f"{b.get('api')}{outside} and other blocking syncs keep the host waiting "
+            f"{blk_ms:.3f} ms per step{idle}",
             blk_ms,
             "ms/step",
-            Where(rank=blk_rank, op=b.get("op"), iteration=blk_it),
+            Where(rank=blk_rank, op=where_op, iteration=blk_it),
             "drop .item()/.cpu()/synchronize() from the step; use non_blocking copies",
-            blk_ms,
+            g,
         )
+    merged_skew = False
     hb_ms = la.host_bound_device_idle_ms_per_step
     if la.computed and hb_ms and (_share(hb_ms, step_ms) or 0) > t["host_bound_share"]:
         graph_ms = la.graph_device_idle_saving_ms_per_step or 0.0
@@ -118,19 +174,32 @@ def build_findings(
         streams = la.per_stream or [{}]  # few rows: one per stream
         worst = max(streams, key=lambda r: r.get("host_bound_device_idle_ns") or 0)
         rank, it = _worst_iteration(la.per_iteration, "host_bound_device_idle_ns")
+        late = rk.late_rank if rk.computed else None
+        same = (
+            late is not None and late == rank
+            and (_host_bound_late_rank(whatif, late) or 0.0) > 0.5
+            and rk.max_wait_ms_per_step
+        )  # fmt: skip
+        peers = (
+            f"; its peers wait for rank {late} up to {rk.max_wait_ms_per_step:.3f} ms per "
+            "step in collectives: the same lost time, counted here"
+            if same else ""
+        )  # fmt: skip
         add(
             "host_bound_launches",
             "Host-bound launches",
             f"the device waits for kernel launches {hb_ms:.3f} ms per step; "
-            f"{la.n_graph_candidates} CUDA-graph candidate runs would recover "
-            f"{graph_ms:.3f} ms of it",
+            f"{la.n_graph_candidates} CUDA-graph candidate runs hold "
+            f"{graph_ms:.3f} ms of it{peers}",
             hb_ms,
             "ms/step",
             Where(rank=rank, stream=worst.get("stream"), op=top.get("op"), iteration=it),
             "capture the candidate runs in CUDA graphs (torch.compile "
             "mode='reduce-overhead'), fuse small ops, cut per-op host overhead",
-            hb_ms,  # upper bound: the device idle spent waiting for the host
+            gain_of("cuda_graphs"),  # the step replayed with launches at graph cost
         )
+        if same:
+            merged_skew = True
     tiny = la.tiny_share
     if la.computed and tiny is not None and tiny > t["tiny_share"]:
         top = max(la.top_ops or [{}], key=lambda r: r.get("n_tiny", 0))
@@ -146,9 +215,22 @@ def build_findings(
             None,
         )
     wait_ms = rk.max_wait_ms_per_step
-    if rk.computed and wait_ms and (_share(wait_ms, step_ms) or 0) > t["skew_share"]:
+    if (rk.computed and wait_ms and (_share(wait_ms, step_ms) or 0) > t["skew_share"]
+            and not merged_skew):  # fmt: skip
         late = rk.late_rank
         worst = (rk.worst_instances or [{}])[0]
+        if mode == "cpu":
+            fix = (
+                f"find why rank {late} is late: on a CPU run the ranks' compute and gloo "
+                "threads share the host's cores (see the CPU threads section); give each "
+                "rank its own cores (fewer ranks per host, taskset, OMP_NUM_THREADS), or "
+                "even out the ranks' work"
+            )
+        else:
+            fix = (
+                f"find why rank {late} is late: uneven work or data, host CPU contention, "
+                "a slower GPU or link"
+            )
         add(
             "rank_skew",
             "Cross-rank wait",
@@ -157,9 +239,8 @@ def build_findings(
             wait_ms,
             "ms/step",
             Where(rank=late, op=worst.get("coll"), iteration=worst.get("iteration")),
-            f"find why rank {late} is late: uneven work or data, host CPU contention, a "
-            "slower GPU or link",
-            wait_ms,
+            fix,
+            gain_of("no_skew"),  # every collective at its transfer time (no late peer)
         )
     out.sort(
         key=lambda f: (

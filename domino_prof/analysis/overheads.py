@@ -105,5 +105,8 @@ def analyze_overheads(
         if gpu:
             one_ctx = ctx if ctx is not None and len(split) == 1 else None
             res.switches, res.launches = _device_parts(one, iv, spans, t, one_ctx)
+        from domino_prof.analysis.replay import rank_graph_or_note
+
+        res.extra["replay"] = rank_graph_or_note(one.events, iv, rank=r, mode=res.mode)
         parts.append(res)
     return combine_overheads(parts, config, ranks=rank_ids_of(trace), metas=trace.ranks)

@@ -110,6 +110,13 @@ def analyze_rank(
     )
     if mode == "gpu":
         out.switches, out.launches = _device_parts(trace, iv, spans, t, cl.context)
+    from domino_prof.analysis.replay import rank_graph_or_note
+
+    out.extra["replay"] = rank_graph_or_note(trace.events, iv, rank=rank, mode=mode,
+                                             reference=cl.reference)  # fmt: skip
+    from domino_prof.analysis.overlap_tax import tax_part
+
+    out.extra["tax"] = tax_part(iv, mode=mode)
     if keep_intervals:
         out.intervals = iv
         out.reference = cl.reference
@@ -338,10 +345,16 @@ def combine_overheads(
     notes += n3
     from domino_prof.analysis.results import jsonable
 
+    from domino_prof.analysis.replay import whatif_of_results
+
+    whatif, n4 = whatif_of_results(results, comm=comm, hosts=hosts)
+    notes += n4
     findings = build_findings(
-        switches=switches, launches=launches, ranks=across, step_ms=step_ms, thresholds=t
-    )
+        switches=switches, launches=launches, ranks=across, step_ms=step_ms, thresholds=t,
+        whatif=whatif, mode=results[0].mode if results else "gpu",
+    )  # fmt: skip
     return Overheads(
+        whatif=whatif,
         step_ms=step_ms,
         thresholds=jsonable(t),
         stream_switches=switches,

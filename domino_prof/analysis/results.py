@@ -339,6 +339,9 @@ class Overheads(Record):
     across_ranks: AcrossRanks = field(default_factory=AcrossRanks.of)
     findings: list[Finding] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    # the replay model's what-if table and critical paths (analysis.replay.WhatIf's
+    # JSON form; docs/METRICS.md "Extension: replay model"); {} when not computed
+    whatif: dict = field(default_factory=dict)
 
     @staticmethod
     def of(d: Mapping | None) -> Overheads:
@@ -357,6 +360,7 @@ class Overheads(Record):
                 f if isinstance(f, Finding) else Finding.of(f) for f in d.get("findings") or ()
             ],
             notes=[n if isinstance(n, Note) else Note(n) for n in d.get("notes") or ()],
+            whatif=jsonable(d.get("whatif") or {}),
         )
 
 

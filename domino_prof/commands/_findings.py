@@ -62,3 +62,53 @@ def findings_table(overheads: Any) -> Table:
     if not ov.findings:
         table.add_row("", "", "no overhead above its threshold", "", "")
     return table
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def whatif_renderables(overheads: Any) -> list:
+    """The replay's what-if table (scenario, predicted step, gain) and each rank's
+    critical-path breakdown, with the overlap tax line; [] when there is no replay."""
+    ov = overheads if isinstance(overheads, Overheads) else Overheads.of(overheads)
+    w = ov.whatif or {}
+    if not w.get("computed"):
+        return []
+    out: list = []
+    t = Table(title="What if (the step replayed with each change; analysis.replay)")
+    t.add_column("scenario", ratio=1, min_width=24)
+    t.add_column("predicted\nstep ms", justify="right", no_wrap=True)
+    t.add_column("gain\nms/step", justify="right", no_wrap=True)
+    for s in w.get("scenarios") or ():
+        t.add_row(escape(str(s["label"])), _fmt_num(s.get("step_ms")), _fmt_num(s.get("gain_ms")))
+    out.append(t)
+    if w.get("explained"):
+        add = w.get("gains_add")
+        if add is not None:
+            out.append(
+                f"gains of the fixes {'add up' if add else 'do not add up'}: their sum "
+                f"{_fmt_num(w.get('sum_of_fix_gains_ms'))} ms against "
+                f"{_fmt_num(w.get('combined_gain_ms'))} ms with every fix applied together"
+            )
+    else:
+        out.append(f"what if: {w.get('reason')}")
+    cp = Table(title="Critical path of the profiled step (share of the rank's wall)")
+    for c, j in (("rank", "right"), ("step", "right"), ("wall ms", "right"),
+                 ("compute", "right"), ("exposed comm", "right"), ("host", "right"),
+                 ("idle", "right")):  # fmt: skip
+        cp.add_column(c, justify=j, no_wrap=True)
+    for r in w.get("critical_path") or ():
+        cp.add_row(str(r["rank"]), str(r["iteration"]), _fmt_num(r["length_ns"] / 1e6),
+                   _pct(r.get("compute_share")), _pct(r.get("exposed_comm_share")),
+                   _pct(r.get("host_share")), _pct(r.get("idle_share")))  # fmt: skip
+    out.append(cp)
+    tax = w.get("overlap_tax") or {}
+    if tax.get("n_groups"):
+        out.append(
+            f"overlap tax: compute runs {_fmt_num(tax.get('tax_ms_per_step'))} ms per step "
+            f"slower while comm runs beside it ({tax['n_groups']} kernel groups); net hidden "
+            f"= hidden {_fmt_num(tax.get('hidden_ms_per_step'))} - tax = "
+            f"{_fmt_num(tax.get('net_hidden_ms_per_step'))} ms per step"
+        )
+    return out

@@ -238,6 +238,11 @@ def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -
     f = findings_renderable(a.overheads)
     if f is not None:
         console.print(f)
+    if a.overheads is not None:  # the replay's what-if table and critical path
+        from domino_prof.commands._findings import whatif_renderables
+
+        for r in whatif_renderables(a.overheads):
+            console.print(r, soft_wrap=isinstance(r, str), highlight=False)
     for note in a.notes:
         if getattr(note, "topic", "") != "skipped":  # on stderr, as every command says it
             console.print(f"note: {note}", highlight=False, markup=False)

@@ -84,6 +84,11 @@ def check(
         float | None,
         typer.Option(metavar="MS", help="Fail if a rank's exposed comm per step exceeds MS."),
     ] = None,
+    max_critical_comm: Annotated[
+        float | None,
+        typer.Option(metavar="MS", help="Fail if a rank's exposed comm on its critical path "
+                     "exceeds MS per step."),
+    ] = None,
     baseline: Annotated[
         Path | None,
         typer.Option(metavar="FILE", help="Baseline written by `domino-prof baseline`."),
@@ -149,6 +154,7 @@ def check(
             rank=rank,
             skip_bad=skip_bad,
             scheduler=scheduler,
+            max_critical_comm_ms=max_critical_comm,
         )
     except DominoProfError as e:
         text = message(e, cli=True)

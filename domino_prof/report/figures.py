@@ -964,6 +964,7 @@ def analysis_sections(
         graph_candidates(analysis),
         rank_skew(analysis),
         findings(analysis),
+        *whatif_sections(analysis, run=run),
     ]
     if with_config:
         secs.append(configuration(analysis, run=run))
@@ -977,3 +978,48 @@ def analysis_sections(
             )
         )
     return secs
+
+
+def whatif_sections(analysis: Any, *, run: dict | None = None) -> list[Section]:
+    """The replay's what-if table and critical paths (analysis.replay), and on a CPU
+    trace why its threads could not overlap for free (analysis.cpu_threads). Tables
+    only: every number comes from the analysis."""
+    ov = _overheads(analysis)
+    w = (ov.whatif if ov is not None else None) or {}
+    if not w.get("computed"):
+        return []
+    rows = [[s["label"], fmt(s.get("step_ms"), ".3f", " ms"), fmt(s.get("gain_ms"), ".3f", " ms")]
+            for s in w.get("scenarios") or ()]  # fmt: skip
+    if w.get("explained"):
+        add = w.get("gains_add")
+        cap = ("Each row replays the profiled step (the slowest rank's device wall) with one "
+               "change; gain = replayed step - predicted step. "
+               + ("" if add is None else
+                  f"The fixes' gains {'add up' if add else 'do not add up'}: their sum "
+                  f"{fmt(w.get('sum_of_fix_gains_ms'), '.3f', ' ms')} against "
+                  f"{fmt(w.get('combined_gain_ms'), '.3f', ' ms')} with all applied."))  # fmt: skip
+    else:
+        cap = str(w.get("reason"))
+    out = [Section("whatif", "What if", cap,
+                   Table(["scenario", "predicted step", "gain / step"], rows, [False, True, True]))]
+    pct = lambda x: fmt(None if x is None else 100 * x, ".0f", "%")  # noqa: E731
+    cp = [[r["rank"], r["iteration"], fmt(r["length_ns"] / 1e6, ".3f", " ms"),
+           pct(r.get("compute_share")), pct(r.get("exposed_comm_share")),
+           pct(r.get("host_share")), pct(r.get("idle_share"))]
+          for r in w.get("critical_path") or ()]  # fmt: skip
+    out.append(Section(
+        "critical_path", "Critical path",
+        "Each rank's chain of binding dependencies through its profiled step, as shares of "
+        "its wall: compute, exposed comm (comm on the path, waiting for peers included), "
+        "host (host calls, the host's gaps, launch latency) and idle.",
+        Table(["rank", "step", "wall", "compute", "exposed comm", "host", "idle"], cp,
+              [True, True, True, True, True, True, True])))  # fmt: skip
+    if _get(analysis, "mode") == "cpu":
+        from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
+
+        b = busy_threads(_get(analysis, "intervals"), cpu_count=cpu_count_of(run))
+        if b is not None:
+            out.append(Section("cpu_threads", "CPU threads",
+                               "Why overlap costs time on this CPU run, from the trace.",
+                               Table(["finding"], [[why_text(b, w.get("overlap_tax"))]])))  # fmt: skip
+    return out

@@ -1,0 +1,109 @@
+"""Overlap tax: how much slower compute runs while comm runs beside it.
+
+Definition: docs/METRICS.md "Extension: overlap tax". A compute interval is
+**overlapped** when more than half of its duration lies inside the union of the comm
+intervals of its (rank, device) — comm on another stream of the GPU, or on a gloo thread
+of the same process on a CPU trace. (The one definition of "overlapped" that the comm
+emulator shares.) Compute intervals are grouped by kernel name and launching op with its
+numbers dropped (GPU: ``fwd.layer_attn_N_batch_N``, the same shapes in every layer and
+micro-batch; the loader keeps no launch grid, so this stands for name + grid) or by op name and thread (CPU; leaf ops
+only, so nested ops are not counted twice). Per group with both populations:
+``tax = n_overlapped × (mean overlapped duration − mean not-overlapped duration)``
+(may be negative: overlapped runs were faster); per step: the sum over groups / rank-steps.
+"net hidden" = hidden comm per step − tax per step. Vectorised; no torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from domino_prof.analysis import intervals as ivm
+from domino_prof.analysis.attribution import tuple_ids
+
+OVERLAP_FRACTION = 0.5  # "overlapped": more than this share of the interval under comm
+TAX_COLUMNS = ("rank", "key", "n_overlapped", "overlapped_ns", "n_alone", "alone_ns")
+
+
+def overlapped_mask(intervals: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(compute row mask, overlapped) over ``intervals``: see module doc."""
+    kind = intervals["kind"].astype(str).to_numpy()
+    comp, comm = kind == "compute", kind == "comm"
+    rk = intervals["rank"].to_numpy(np.int64)
+    dv = intervals["device"].to_numpy(np.int64)
+    key = tuple_ids(rk, dv)
+    s = intervals["start"].to_numpy(np.int64)
+    e = intervals["end"].to_numpy(np.int64)
+    mk, ms, me = ivm.grouped_merge(key[comm], s[comm], e[comm])
+    inter = ivm.grouped_intersection(key[comp], s[comp], e[comp], mk, ms, me)
+    dur = np.maximum(e[comp] - s[comp], 0)
+    return comp, (dur > 0) & (inter > OVERLAP_FRACTION * dur)
+
+
+def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
+    """One rank's groups: :data:`TAX_COLUMNS` (sums, so ranks combine by concatenation)."""
+    if intervals is None or len(intervals) == 0:
+        return pd.DataFrame({c: [] for c in TAX_COLUMNS})
+    iv = intervals
+    comp, ov = overlapped_mask(iv)
+    c = iv.loc[comp]
+    dur = (c["end"] - c["start"]).clip(lower=0).to_numpy(np.int64)
+    keep = np.ones(len(c), bool)
+    if mode == "cpu":
+        from domino_prof.analysis.classify import leaf_ops
+
+        thr = tuple_ids(*(c[k].to_numpy(np.int64) for k in ("rank", "device", "stream")))
+        keep = leaf_ops(thr, c["start"].to_numpy(np.int64), dur)
+        key = c["name"].astype(str) + " @ thread " + c["stream"].astype(str)
+    else:  # name + the launching op with its numbers dropped (same layer shapes)
+        op = c["op"].astype(str).str.replace(r"\d+", "N", regex=True)
+        key = c["name"].astype(str) + " @ " + op
+    df = pd.DataFrame({"rank": c["rank"].to_numpy(np.int64), "key": key.to_numpy(dtype=object),
+                       "ov": ov, "dur": dur}).loc[keep]  # fmt: skip
+    g = df.groupby(["rank", "key", "ov"], sort=True)["dur"].agg(["size", "sum"]).unstack("ov")
+    g = g.fillna(0)
+    out = pd.DataFrame({
+        "rank": g.index.get_level_values(0).to_numpy(np.int64),
+        "key": g.index.get_level_values(1).to_numpy(dtype=object),
+        "n_overlapped": g[("size", True)].to_numpy(np.int64) if ("size", True) in g else 0,
+        "overlapped_ns": g[("sum", True)].to_numpy(np.int64) if ("sum", True) in g else 0,
+        "n_alone": g[("size", False)].to_numpy(np.int64) if ("size", False) in g else 0,
+        "alone_ns": g[("sum", False)].to_numpy(np.int64) if ("sum", False) in g else 0,
+    })  # fmt: skip
+    return out
+
+
+def overlap_tax(parts: list[pd.DataFrame], *, n_rank_steps: int, hidden_ns: int | None,
+                top_n: int = 5) -> dict:  # fmt: skip
+    """The overlap tax of every rank's :func:`tax_part` (JSON form)."""
+    df = pd.concat([p for p in parts if p is not None and len(p)], ignore_index=True) if any(
+        p is not None and len(p) for p in parts) else pd.DataFrame({c: [] for c in TAX_COLUMNS})
+    both = df.loc[(df["n_overlapped"] > 0) & (df["n_alone"] > 0)].copy() if len(df) else df
+    if len(both):
+        mo = both["overlapped_ns"] / both["n_overlapped"]
+        ma = both["alone_ns"] / both["n_alone"]
+        both["mean_overlapped_ns"] = mo
+        both["mean_alone_ns"] = ma
+        both["tax_ns"] = both["n_overlapped"] * (mo - ma)
+        tax = float(both["tax_ns"].sum())
+    else:
+        tax = 0.0
+    per_step = tax / n_rank_steps / 1e6 if n_rank_steps else None
+    hidden = hidden_ns / n_rank_steps / 1e6 if (n_rank_steps and hidden_ns is not None) else None
+    top = both.sort_values("tax_ns", ascending=False).head(top_n) if len(both) else both
+    return {
+        "definition": f"compute interval with > {OVERLAP_FRACTION:g} of its time under comm",
+        "n_groups": int(len(both)),
+        "n_overlapped": int(df["n_overlapped"].sum()) if len(df) else 0,
+        "tax_ms_per_step": per_step,
+        "hidden_ms_per_step": hidden,
+        "net_hidden_ms_per_step": (hidden - per_step) if (hidden is not None and per_step
+                                                           is not None) else None,  # fmt: skip
+        "top": [
+            {"rank": int(r.rank), "key": str(r.key), "n_overlapped": int(r.n_overlapped),
+             "mean_overlapped_ns": float(r.mean_overlapped_ns),
+             "n_alone": int(r.n_alone), "mean_alone_ns": float(r.mean_alone_ns),
+             "tax_ns": float(r.tax_ns)}
+            for r in top.itertuples()
+        ],
+    }  # fmt: skip
