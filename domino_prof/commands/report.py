@@ -20,6 +20,7 @@ import typer
 
 from domino_prof.commands._common import print_notes, user_errors, write_outputs
 from domino_prof.commands._options import (
+    HTML_FORMATS,
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
@@ -29,6 +30,7 @@ from domino_prof.commands._options import (
     SchedulerOpt,
     SkipBadOpt,
     ThresholdOpt,
+    guess_format,
     mode_option,
     parse_thresholds,
 )
@@ -59,6 +61,7 @@ def analyse_for_report(reading: Reading, trace_path: Path, config: Any, *, in_ru
 def _write_guard(out: Path, example: str) -> None:
     if out.is_dir():
         raise ConfigError(f"-o {out} is a directory; give a file name such as {out / example}")
+    guess_format(out, HTML_FORMATS)  # .html / .htm, as analyze and check check theirs
 
 
 def _size(p: Path) -> str:

@@ -56,6 +56,13 @@ def _check_out(out: Path) -> None:
                           "directory")  # fmt: skip
 
 
+def _positive(value: float) -> float:
+    """--timeout must be > 0 (0 would kill the ranks at once): a usage error, exit 2."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value:g} s would stop the ranks at once; give seconds > 0")
+    return value
+
+
 def print_comparison(run: dict) -> None:
     from rich.console import Console
 
@@ -103,7 +110,9 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Run directory to write [default: runs/<time>-<model>-tp<N>].",
         ),
-        timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
+        timeout: float = typer.Option(
+            900.0, callback=_positive, help="Seconds before hung ranks are killed (> 0)."
+        ),
         seed: int = typer.Option(1234),
         cuda_graphs: bool = typer.Option(
             False,
