@@ -159,3 +159,86 @@ def test_scripts_test_sh_removes_its_temp_dir(tmp_path):
         assert p.returncode == int(rc), p.stderr
         assert list(tmpdir.iterdir()) == [], rc
         tmpdir.rmdir()
+
+
+# --------------------------------------------------------------------------- B3
+@pytest.fixture
+def http_server():
+    """A real HTTP server (not Dask) on a free 127.0.0.1 port, in a thread; closed after."""
+    import http.server
+    import threading
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"tcp://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(timeout=10)
+
+
+@pytest.mark.timeout(60)
+def test_a_scheduler_address_where_something_else_answers_is_one_line(
+    http_server, traces, monkeypatch
+):
+    """`python3 -m http.server` on the port hung `distributed.Client` over 400 s: the
+    probe waits for the Dask handshake (a scheduler sends it first) at most the connect
+    timeout (10 s; 1 s here)."""
+    pytest.importorskip("distributed")
+    from domino_prof import engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1.0)
+    line = _one_line(runner.invoke(app, ["analyze", str(traces), "--scheduler", http_server]))
+    assert line == (
+        f"domino-prof: error: --scheduler {http_server}: something answers there but it is "
+        "not a Dask scheduler (no Dask handshake within 1 s); give the scheduler's address "
+        "(tcp://HOST:8786) or 'local'"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_scheduler_that_answers_garbage_is_one_line(traces, monkeypatch):
+    import threading
+
+    pytest.importorskip("distributed")
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+            time.sleep(0.5)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        line = _one_line(runner.invoke(app, ["analyze", str(traces), "--scheduler",
+                                             f"tcp://127.0.0.1:{port}"]))  # fmt: skip
+    finally:
+        t.join(timeout=10)
+        srv.close()
+    assert line.startswith(f"domino-prof: error: --scheduler tcp://127.0.0.1:{port}: something "
+                           "answers there but it is not a Dask scheduler (it sent "
+                           "b'SSH-2.0-OpenSSH_9.6")  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduler_without_workers_is_one_line_after_a_stated_wait(traces, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import logging
+
+    from domino_prof import engine
+
+    monkeypatch.setattr(engine, "WORKER_WAIT_S", 0.5)
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp",
+                                  dashboard_address=":0", silence_logs=logging.ERROR) as c:  # fmt: skip
+        addr = c.scheduler_address
+        assert addr.startswith("tcp://127.0.0.1:")
+        line = _one_line(runner.invoke(app, ["analyze", str(traces), "--scheduler", addr]))
+    assert line == (
+        f"domino-prof: error: --scheduler {addr}: the scheduler has no workers (waited "
+        f"0.5 s for one); start some with `dask worker {addr}`, or use --scheduler local"
+    )

@@ -91,8 +91,9 @@ SchedulerOpt = Annotated[
         "--scheduler",
         metavar="ADDRESS",
         help="Analyse the rank files on a Dask cluster: its scheduler's address "
-        "(tcp://HOST:8786), or 'local' for a LocalCluster here (pip install "
-        "'domino-prof[dask]'). Default: a local process pool.",
+        "(tcp://HOST:8786; it must answer within 10 s and have a worker within 30 s), "
+        "or 'local' for a LocalCluster here (pip install 'domino-prof[dask]'). Default: a "
+        "local process pool.",
     ),
 ]
 ThresholdOpt = Annotated[
