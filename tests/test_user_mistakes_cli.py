@@ -242,3 +242,166 @@ def test_a_scheduler_without_workers_is_one_line_after_a_stated_wait(traces, mon
         f"domino-prof: error: --scheduler {addr}: the scheduler has no workers (waited "
         f"0.5 s for one); start some with `dask worker {addr}`, or use --scheduler local"
     )
+
+
+# --------------------------------------------------------------------------- B2
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_run_into_proc_is_one_line(tmp_path):
+    pytest.importorskip("torch")
+    line = _one_line(runner.invoke(app, ["run", "--mode", "tp", "--out", "/proc/x"]))
+    assert line.startswith("domino-prof: error: --out /proc/x: cannot create the run "
+                           "directory (")  # fmt: skip
+    assert line.endswith("); choose a writable directory")
+
+
+# --------------------------------------------------------------------------- B6
+def _npy(path: Path, arr) -> Path:
+    import numpy as np
+
+    np.save(path, arr)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "says"),
+    [
+        ("garbage.json", lambda p: p.write_text('{"a": [1, 2, 3]}'),
+         "a token file must be a .npy 1-D integer array (numpy.save) or .bin raw uint16 "
+         "tokens; '.json' is neither"),
+        ("tokens", lambda p: p.write_bytes(b"\0" * 4096),
+         "'no suffix' is neither"),
+        ("odd.bin", lambda p: p.write_bytes(b"\0" * 1001),
+         "1001 bytes is not a whole number of uint16 tokens"),
+        ("short.bin", lambda p: p.write_bytes(b"\0" * 14),
+         "7 tokens, fewer than one batch needs (258 = --mbs 2 x (--seq 128 + 1))"),
+        ("floats.npy", lambda p: _npy(p, [0.5] * 1000),
+         "holds a float64 array of shape (1000,); a .npy token file must be a 1-D integer array"),
+        ("grid.npy", lambda p: _npy(p, [[1, 2]] * 1000),
+         "holds a int64 array of shape (1000, 2)"),
+        ("fake.npy", lambda p: p.write_text("not numpy"), "not a .npy array ("),
+        ("missing.bin", lambda p: None, "no such file"),
+    ],
+)  # fmt: skip
+def test_run_data_is_checked_before_any_rank_starts(name, make, says, tmp_path):
+    pytest.importorskip("torch")
+    f = tmp_path / name
+    make(f)
+    out = tmp_path / "run"
+    line = _one_line(runner.invoke(app, ["run", "--data", str(f), "--out", str(out)]))
+    assert line.startswith(f"domino-prof: error: --data {f}: "), line
+    assert says in line, line
+    assert not out.exists()
+
+
+def test_a_good_token_file_passes_the_check(tmp_path):
+    import numpy as np
+
+    from domino_prof.reference_model.launcher import check_data
+
+    check_data(_npy(tmp_path / "t.npy", np.arange(258, dtype=np.int32)), mbs=2, seq=128)
+    (tmp_path / "t.bin").write_bytes(np.arange(258, dtype=np.uint16).tobytes())
+    check_data(tmp_path / "t.bin", mbs=2, seq=128)
+
+
+# --------------------------------------------------------------------------- B4
+def test_a_second_run_into_the_same_out_refuses_at_once(tmp_path):
+    """The first run holds the directory (here this test process, through the same
+    runs.claim `run` uses): a second `run` refuses before it spawns anything."""
+    pytest.importorskip("torch")
+    from domino_prof import runs
+
+    out = tmp_path / "run"
+    with runs.claim(out):
+        line = _one_line(runner.invoke(app, ["run", "--mode", "tp", "--out", str(out)]))
+        assert line.startswith(f"domino-prof: error: --out {out}: a run is in progress "
+                               f"there (pid {os.getpid()}, started ")  # fmt: skip
+        assert line.endswith("; wait for it to finish or give another --out")
+        assert sorted(p.name for p in out.iterdir()) == [runs.LOCK_FILE]  # nothing spawned
+        # --reanalyze of it refuses too, and readers say a run is in progress
+        (out / "run.json").write_text(json.dumps({"schema": "domino-prof/run",
+                                                  "status": "incomplete", "modes": {}}))  # fmt: skip
+        line = _one_line(runner.invoke(app, ["run", "--reanalyze", str(out)]))
+        assert f"--reanalyze {out}: a run is in progress there (pid {os.getpid()}" in line
+        line = _one_line(runner.invoke(app, ["analyze", str(out)]))
+        assert f"a run is in progress here (pid {os.getpid()}" in line
+    assert not (out / runs.LOCK_FILE).exists()  # released
+
+
+def test_a_stale_lock_is_taken_over(tmp_path):
+    """A lock file left by a run that died (no process holds its flock) is no lock."""
+    from domino_prof import runs
+
+    out = tmp_path / "run"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (out / runs.LOCK_FILE).write_text(json.dumps({"pid": int(dead), "started": "then"}))
+    assert runs.lock_holder(out) is None
+    with runs.claim(out):
+        holder = runs.lock_holder(out)
+        assert holder is not None and holder["pid"] == os.getpid()
+    assert runs.lock_holder(out) is None
+
+
+# --------------------------------------------------------------------------- B5
+def _interrupted_run(tmp_path: Path, *, complete: list[str], partial: list[str]) -> Path:
+    """What Ctrl-C leaves: run.json "incomplete", the modes whose traces were written,
+    a mode with one rank's trace only, and temp files of interrupted writes."""
+    from domino_prof import runs
+    from domino_prof.reference_model.config import RunConfig
+
+    src = json.loads((S / "run.json").read_text())
+    cfg = dict(src["config"], modes=[*complete, *partial])
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps(runs.incomplete_run(RunConfig.from_dict(cfg))))
+    for m in complete:
+        shutil.copytree(S / m, out / m, ignore=shutil.ignore_patterns("analysis.json"))
+    for m in partial:
+        (out / m).mkdir()
+        shutil.copy(S / "tp" / "rank0.pt.trace.json.gz", out / m / "rank0.pt.trace.json.gz")
+        (out / m / ".rank1.pt.trace.json.gz.partial.json.tmp").write_text("{")
+    (out / ".run.json.abc123.tmp").write_text("{")
+    return out
+
+
+def test_reanalyze_finishes_an_interrupted_run_from_its_complete_traces(tmp_path):
+    out = _interrupted_run(tmp_path, complete=["domino"], partial=["tp"])
+    line = _one_line(runner.invoke(app, ["analyze", str(out)]))
+    assert line == (
+        f"domino-prof: error: {out / 'run.json'}: the run did not finish (status incomplete: "
+        f"interrupted or a rank failed); `domino-prof run --reanalyze {out}` analyses the "
+        "modes whose traces are complete"
+    )
+    res = runner.invoke(app, ["run", "--reanalyze", str(out)])
+    assert res.exit_code == 0, res.output
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "partial"
+    assert list(run["modes"]) == ["domino"]
+    # S's independent figures (expected.py): hidden = sum of H / sum of C over both ranks
+    exp = json.loads((S / "expected.json").read_text())["domino"].values()
+    want = 100 * sum(r["hidden_ns"] for r in exp) / sum(r["comm_ns"] for r in exp)
+    assert run["modes"]["domino"]["hidden_pct"] == pytest.approx(want, abs=1e-9)
+    assert run["modes"]["domino"]["step_ms"] is None and run["comparison"] == []
+    assert run["notes"][1] == "modes without complete traces (not analysed): tp"
+    assert (out / "domino" / "analysis.json").is_file() and (out / "report.html").is_file()
+    left = sorted(str(p.relative_to(out)) for p in out.rglob(".*"))
+    assert left == [], left  # temp files and the lock file gone
+    res = runner.invoke(app, ["analyze", str(out)])  # a partial run reads as a run
+    assert res.exit_code == 0, res.output
+
+
+def test_reanalyze_with_nothing_complete_is_one_line(tmp_path):
+    out = _interrupted_run(tmp_path, complete=[], partial=["tp"])
+    line = _one_line(runner.invoke(app, ["run", "--reanalyze", str(out)]))
+    assert line == (
+        f"domino-prof: error: {out}: the run was interrupted before any mode's traces were "
+        "complete (a trace per rank of tp); nothing to analyse: re-run `domino-prof run`"
+    )
+
+
+def test_a_mode_directory_of_an_interrupted_run_reads_as_plain_traces(tmp_path):
+    out = _interrupted_run(tmp_path, complete=["tp"], partial=[])
+    res = runner.invoke(app, ["analyze", str(out / "tp")])
+    assert res.exit_code == 0, res.output
+    assert "hidden" in res.stdout
