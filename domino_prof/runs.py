@@ -377,12 +377,12 @@ def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) 
         return
     try:
         from domino_prof.report import write_report
-        from domino_prof.report.figures import Unavailable
+        from domino_prof.report.figures import not_analysed
     except ImportError as e:
         run["notes"].append(f"no report: {e}")
         return
     pages = {
-        m: analyses[m] if m in analyses else Unavailable(f"Not analysed: {failed[m]}")
+        m: analyses[m] if m in analyses else not_analysed(m, failed[m])
         for m in run["modes"]
         if m in analyses or m in failed
     }

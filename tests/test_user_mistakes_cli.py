@@ -405,3 +405,141 @@ def test_a_mode_directory_of_an_interrupted_run_reads_as_plain_traces(tmp_path):
     res = runner.invoke(app, ["analyze", str(out / "tp")])
     assert res.exit_code == 0, res.output
     assert "hidden" in res.stdout
+
+
+# --------------------------------------------------------------------------- C, B8
+def _cpu_trace(d: Path, rank: int = 0, world: int = 1) -> Path:
+    """A CPU gloo trace: step [0, 100] µs, aten::mm [10, 30] on the main thread (4242),
+    gloo:all_reduce [35, 55] on the pt_gloo_runloop thread (77): nothing hides it."""
+    from tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=rank, world_size=world, backend="gloo")
+    b.thread_name(77, "pt_gloo_runloop")
+    b.step(1, 0, 100)
+    b.cpu("aten::mm", 10, 20)
+    b.cpu("c10d::allreduce_", 31, 2)
+    b.annotation("gloo:all_reduce", 35, 20, tid=77)
+    d.mkdir(parents=True, exist_ok=True)
+    return b.write(d / f"rank{rank}.pt.trace.json")
+
+
+def _sections_text(html: str) -> dict[str, str]:
+    """Visible text per report section (data-section key), scripts and styles dropped."""
+    import re
+
+    out: dict[str, str] = {}
+    html = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+    for key, body in re.findall(r'<section id="[^"]*" data-section="([^"]+)">(.*?)</section>',
+                                html, flags=re.S):  # fmt: skip
+        out[key] = out.get(key, "") + " " + re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
+    return out
+
+
+def _plot_specs(html: str) -> list[dict]:
+    import re
+
+    return [json.loads(s.replace("<\\/", "</")) for s in re.findall(
+        r'<script type="application/json" id="dp-fig-\d+-data">(.*?)</script>', html, flags=re.S)]
+
+
+GPU_WORDS = r"\b(gpus?|devices?|streams?|kernels?|links?|nvlink|cuda)\b"
+
+
+def test_a_cpu_report_speaks_of_threads_and_cores(tmp_path):
+    import re
+
+    from domino_prof.analysis import analyze
+    from domino_prof.report.page import render_report
+    from domino_prof.trace import load_trace
+
+    a = analyze(load_trace(_cpu_trace(tmp_path)))
+    assert a.mode == "cpu"
+    html = render_report(a)
+    secs = _sections_text(html)
+    # the configuration table lists the analysis' own notes and the comm regex verbatim
+    shown = {k: v for k, v in secs.items() if k != "config"}
+    for key, text in shown.items():
+        assert not re.search(GPU_WORDS, text, flags=re.I), (key, text)
+    assert {"switches", "launches", "graphs"}.isdisjoint(secs)  # GPU-only measures
+    assert "One step, per rank and thread" in secs["timeline"]
+    assert "cores" in secs["timeline"] and "thread" in secs["headline"]
+    (spec,) = [s for s in _plot_specs(html)
+               if s["data"] and str(s["data"][0].get("y", [""])[0]).startswith("rank ")]  # fmt: skip
+    lanes = {y for t in spec["data"] for y in t["y"]}
+    assert lanes == {"rank 0 · main thread 4242", "rank 0 · gloo thread 77"}
+    axis = json.dumps(spec["layout"]["xaxis"]["title"])
+    assert not re.search(GPU_WORDS, axis, flags=re.I), axis
+
+
+def test_a_gpu_report_keeps_its_words(tmp_path):
+    from domino_prof.engine import analyse_path
+    from domino_prof.analysis import AnalysisConfig
+    from domino_prof.report.page import render_report
+
+    html = render_report(analyse_path(S / "domino", AnalysisConfig()))
+    secs = _sections_text(html)
+    assert "One step, per rank and stream" in secs["timeline"]
+    assert {"switches", "launches", "graphs"} <= set(secs)
+
+
+def test_the_nocomm_section_says_in_one_line_why_it_is_empty(tmp_path):
+    """A CPU run's nocomm mode skips every collective: its trace has neither device work
+    nor gloo comm; its place in the run report is one line saying so."""
+    from domino_prof.report.figures import not_analysed
+
+    reason = "x: no device activity (no kernel events) ... ProfilerActivity.CUDA?"
+    u = not_analysed("nocomm", reason)
+    assert u.reason == (
+        "nocomm runs no collectives, so its trace has no comm to analyse; its timed step "
+        "is in the modes table (what comm costs: compare it with tp)"
+    )
+    assert not_analysed("tp", reason).reason == f"Not analysed: {reason}"
+    run = tmp_path / "run"
+    _cpu_trace(run / "tp")
+    (run / "nocomm").mkdir()
+    from tracegen import TraceBuilder
+
+    b = TraceBuilder(rank=0, world_size=1)
+    b.step(1, 0, 100)
+    b.cpu("aten::mm", 10, 20)
+    b.write(run / "nocomm" / "rank0.pt.trace.json")
+    mode = {"step_ms": 1.0, "step_times_ms": [1.0], "tokens_per_s": 1.0, "losses": [1.0]}
+    (run / "run.json").write_text(json.dumps({
+        "schema": "domino-prof/run", "version": 1, "config": {"tp": 1},
+        "modes": {m: {**mode, "trace_dir": m} for m in ("tp", "nocomm")},
+    }))  # fmt: skip
+    res = runner.invoke(app, ["report", str(run)])
+    assert res.exit_code == 0, res.output
+    html = (run / "report.html").read_text()
+    i = html.index("Mode: nocomm")
+    assert u.reason in html[i:] and "ProfilerActivity" not in html[i:]
+    assert f"nocomm: {u.reason}" in res.stderr
+
+
+def test_the_config_table_shows_the_attention_kernel_used():
+    from domino_prof.report.figures import configuration
+
+    run = {"config": {"tp": 2, "attention": "auto"}, "attention": "flash"}
+    rows = [r for row in configuration(None, run=run).body.rows for r in (row[:2], row[2:])]
+    assert ["config.attention", "auto (used: flash)"] in rows
+    run = {"config": {"tp": 2, "attention": "cudnn"}, "attention": "cudnn"}
+    rows = [r for row in configuration(None, run=run).body.rows for r in (row[:2], row[2:])]
+    assert ["config.attention", "cudnn (used: cudnn)"] in rows
+
+
+def test_compare_of_a_cpu_run_against_a_gpu_run_says_so(tmp_path):
+    cpu = _cpu_trace(tmp_path / "cpu")
+    out = tmp_path / "c.html"
+    res = runner.invoke(app, ["compare", str(cpu), str(S / "domino"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    note = (
+        "A (rank0.pt.trace) is a CPU trace (gloo collectives on host threads) and B "
+        "(domino) a GPU trace (NCCL kernels on device streams): their step times and comm "
+        "figures come from different hardware, so the deltas say nothing about the "
+        "schedule; compare CPU with CPU, GPU with GPU"
+    )
+    assert f"note: {note}" in res.stderr.splitlines()
+    secs = _sections_text(out.read_text())
+    assert note in secs["compare"]  # the first screen
+    res = runner.invoke(app, ["compare", str(cpu), str(cpu), "-o", str(out)])
+    assert res.exit_code == 0 and "CPU trace" not in res.stderr
