@@ -14,6 +14,14 @@ context). :func:`resolve` says which; :meth:`Target.select` picks the modes a co
 works on (``--mode``, or the command's default: every mode for ``report``, the modes
 that overlap comm by design for ``check``, one mode for the others).
 
+The directory's life (section "lifecycle" below): ``run`` holds it with a lock file
+(``.domino-prof-run.lock``, flock'd; pid, start and command inside), writes run.json
+with ``"status": "incomplete"`` before any rank starts, ``"complete"`` when assembled;
+temp files of interrupted writes are removed however it ends; ``run --reanalyze`` of
+an incomplete run finishes it from what is complete (``"partial"`` when modes or the
+timed steps are missing). Readers refuse an incomplete run directory (naming the run
+in progress, or the way on); its mode directories read as plain traces.
+
 This module reads and writes run.json and assembles a run directory from what the
 ranks left (:func:`assemble`, :func:`refresh`); the trace engine, the analysis and
 the report are imported only there, so the launcher in ``reference_model/`` (which

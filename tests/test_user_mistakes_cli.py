@@ -375,6 +375,7 @@ def test_reanalyze_finishes_an_interrupted_run_from_its_complete_traces(tmp_path
     )
     res = runner.invoke(app, ["run", "--reanalyze", str(out)])
     assert res.exit_code == 0, res.output
+    assert "note: modes without complete traces (not analysed): tp" in res.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "partial"
     assert list(run["modes"]) == ["domino"]
@@ -490,8 +491,8 @@ def test_the_nocomm_section_says_in_one_line_why_it_is_empty(tmp_path):
     reason = "x: no device activity (no kernel events) ... ProfilerActivity.CUDA?"
     u = not_analysed("nocomm", reason)
     assert u.reason == (
-        "nocomm runs no collectives, so its trace has no comm to analyse; its timed step "
-        "is in the modes table (what comm costs: compare it with tp)"
+        "nocomm runs no collectives, so its trace has no comm to analyse; what comm costs "
+        "is the timed step of tp against that of nocomm (the modes table)"
     )
     assert not_analysed("tp", reason).reason == f"Not analysed: {reason}"
     run = tmp_path / "run"

@@ -146,6 +146,8 @@ def register(app: typer.Typer) -> None:
         if reanalyze is not None:
             result = runs.refresh(reanalyze)
             print_comparison(result)
+            for note in result.get("notes", []):  # e.g. what an interrupted run lacks
+                print(f"note: {note}", file=sys.stderr)
             return
         from domino_prof.reference_model.config import RunConfig, preset
 

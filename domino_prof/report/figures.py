@@ -984,8 +984,8 @@ def _dash(x: float, spec: str) -> str:
 
 
 NOCOMM_EMPTY = (
-    "nocomm runs no collectives, so its trace has no comm to analyse; its timed step "
-    "is in the modes table (what comm costs: compare it with tp)"
+    "nocomm runs no collectives, so its trace has no comm to analyse; what comm costs "
+    "is the timed step of tp against that of nocomm (the modes table)"
 )
 
 
