@@ -87,7 +87,9 @@ def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
     make = f"`domino-prof baseline {p} -o baseline.json`, then give {opt('baseline')} baseline.json"
     if p.is_dir():
-        raise OptionError(f"{opt('baseline')} {p} is a directory, not a baseline; make one with {make}")
+        raise OptionError(
+            f"{opt('baseline')} {p} is a directory, not a baseline; make one with {make}"
+        )
     if _looks_like_trace(p):
         raise OptionError(
             f"{opt('baseline')} {p} is a trace, not a baseline; make a baseline from it with {make}"

@@ -644,8 +644,9 @@ def _finish(out: Path) -> dict:
                          "re-run `domino-prof run`") from None  # fmt: skip
     if (out / "ranks_result.json").is_file():
         return assemble(cfg, out)
+    ranks = range(cfg.tp)
     done = [m for m in cfg.modes
-            if all((out / m / f"rank{r}.pt.trace.json.gz").is_file() for r in range(cfg.tp))]  # fmt: skip
+            if all((out / m / f"rank{r}.pt.trace.json.gz").is_file() for r in ranks)]  # fmt: skip
     if not done:
         raise ConfigError(
             f"{out}: the run was interrupted before any mode's traces were complete "
