@@ -30,6 +30,8 @@ from typing import Any
 from domino_prof.errors import ConfigError, DominoProfError, TraceError, message
 
 LOCAL = "local"  # --scheduler local: a LocalCluster on this machine
+CONNECT_TIMEOUT_S = 10.0  # --scheduler ADDRESS: the scheduler must answer (handshake) within
+WORKER_WAIT_S = 30.0  # --scheduler ADDRESS: how long to wait for a first worker
 # a job's peak memory over a plain load's (trace.pool._peak_bytes): the events frame,
 # the intervals and the analysis' temporaries are alive at once (measured on the
 # tiled H200 trace: ~1.6x)
@@ -174,22 +176,64 @@ def _unreachable(scheduler: str, e: Exception) -> ConfigError:
     )
 
 
+def _not_dask(scheduler: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"--scheduler {scheduler}: something answers there but it is not a Dask scheduler "
+        f"({why}); give the scheduler's address (tcp://HOST:8786) or 'local'"
+    )
+
+
+def _is_dask_handshake(data: bytes) -> bool:
+    """The start of a Dask TCP message: uint64 total length, uint64 frame count (LE),
+    then the msgpack'd handshake (its keys include ``compression``)."""
+    if len(data) < 16:
+        return False
+    total = int.from_bytes(data[0:8], "little")
+    n_frames = int.from_bytes(data[8:16], "little")
+    return 16 <= total < 1 << 24 and 1 <= n_frames <= 64
+
+
 def _check_reachable(scheduler: str, timeout_s: float) -> None:
     """Parse a tcp/tls scheduler address and open (then close) a plain socket to it,
     before any ``distributed.Client`` exists: a Client whose connection failed is left
     half-built, and its ``__del__`` can deadlock at garbage collection (seen in the test
-    suite: a 600 s hang). Other schemes go straight to the Client."""
+    suite: a 600 s hang). On tcp, also read the first bytes: a Dask server sends its
+    handshake as soon as it accepts, while something else on the port (an HTTP server
+    waits for a request) made the Client's own handshake read hang for good (over 400 s;
+    its timeout does not cover that read). Other schemes go straight to the Client."""
     import socket
+    import time
 
     from distributed.comm.addressing import parse_address, parse_host_port
 
     try:
         scheme, loc = parse_address(scheduler)
-        if scheme in ("tcp", "tls"):
-            host, port = parse_host_port(loc)  # ValueError: no port ("bogus")
-            socket.create_connection((host, port), timeout=timeout_s).close()
+        if scheme not in ("tcp", "tls"):
+            return
+        host, port = parse_host_port(loc)  # ValueError: no port ("bogus")
+        t0 = time.monotonic()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
     except (OSError, ValueError) as e:
         raise _unreachable(scheduler, e) from None
+    with sock:
+        if scheme != "tcp":  # TLS: the handshake is encrypted; the Client checks it
+            return
+        data = b""
+        try:
+            while len(data) < 16:
+                sock.settimeout(max(0.05, timeout_s - (time.monotonic() - t0)))
+                chunk = sock.recv(64)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            if not data:
+                raise _not_dask(scheduler, f"no Dask handshake within {timeout_s:g} s") from None
+        except OSError as e:
+            raise _unreachable(scheduler, e) from None
+    if not _is_dask_handshake(data):
+        said = f"it sent {data[:24]!r}" if data else "it closed the connection at once"
+        raise _not_dask(scheduler, said)
 
 
 def dask_map(
@@ -199,21 +243,23 @@ def dask_map(
     scheduler: str,
     progress: bool | None,
     workers: int | None = None,
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
 ) -> list[Any]:
     """``job(path)`` for every file on a Dask cluster, results in file order, with a
     progress bar over ranks. ``scheduler``: a scheduler address (``tcp://host:8786``)
     or ``"local"``: a ``LocalCluster`` of worker processes on this machine (one per
     core, at most one per file, or ``workers``), started and closed here. A job that
     raises or whose worker dies comes back as an error naming its file. A scheduler
-    that is not an address, or does not answer within ``timeout_s``, is a ConfigError
-    (one line) before any rank file is read."""
+    that is not an address, does not answer with a Dask handshake within ``timeout_s``
+    (default ``CONNECT_TIMEOUT_S``), or has no worker after ``WORKER_WAIT_S``, is a
+    ConfigError (one line) before any rank file is read."""
     import logging
 
     distributed = _import_distributed()
     from domino_prof.trace.pool import Progress, _cores, show_progress
     from domino_prof.trace.read import _FileError
 
+    timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
     cluster = None
     try:
         if scheduler == LOCAL:
@@ -231,6 +277,15 @@ def dask_map(
         except (OSError, TimeoutError, ValueError) as e:
             raise _unreachable(scheduler, e) from None
         with client:
+            if cluster is None:
+                try:
+                    client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+                except TimeoutError:
+                    raise ConfigError(
+                        f"--scheduler {scheduler}: the scheduler has no workers (waited "
+                        f"{WORKER_WAIT_S:g} s for one); start some with `dask worker "
+                        f"{scheduler}`, or use --scheduler local"
+                    ) from None
             paths = [str(f) for f in files]
             futs = client.map(job, paths, key=[f"domino-prof-rank-{i}" for i in range(len(paths))],
                               pure=False)  # fmt: skip

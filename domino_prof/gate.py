@@ -87,6 +87,15 @@ def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
     from domino_prof.analysis.baseline import validate_baseline
 
     p = Path(path)
+    make = f"`domino-prof baseline {p} -o baseline.json`, then give {opt('baseline')} baseline.json"
+    if p.is_dir():
+        raise OptionError(
+            f"{opt('baseline')} {p} is a directory, not a baseline; make one with {make}"
+        )
+    if _looks_like_trace(p):
+        raise OptionError(
+            f"{opt('baseline')} {p} is a trace, not a baseline; make a baseline from it with {make}"
+        )
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -103,6 +112,16 @@ def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
             "`domino-prof baseline PATH -o FILE`"
         ) from None
     return validate_baseline(doc, source=str(p))
+
+
+def _looks_like_trace(p: Path) -> bool:
+    """A gzip file (baselines are plain JSON) or JSON whose first KB names traceEvents."""
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or b'"traceEvents"' in head or b'"schemaVersion"' in head
 
 
 def _gated_modes(

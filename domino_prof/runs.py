@@ -14,6 +14,14 @@ context). :func:`resolve` says which; :meth:`Target.select` picks the modes a co
 works on (``--mode``, or the command's default: every mode for ``report``, the modes
 that overlap comm by design for ``check``, one mode for the others).
 
+The directory's life (section "lifecycle" below): ``run`` holds it with a lock file
+(``.domino-prof-run.lock``, flock'd; pid, start and command inside), writes run.json
+with ``"status": "incomplete"`` before any rank starts, ``"complete"`` when assembled;
+temp files of interrupted writes are removed however it ends; ``run --reanalyze`` of
+an incomplete run finishes it from what is complete (``"partial"`` when modes or the
+timed steps are missing). Readers refuse an incomplete run directory (naming the run
+in progress, or the way on); its mode directories read as plain traces.
+
 This module reads and writes run.json and assembles a run directory from what the
 ranks left (:func:`assemble`, :func:`refresh`); the trace engine, the analysis and
 the report are imported only there, so the launcher in ``reference_model/`` (which
@@ -38,6 +46,11 @@ if TYPE_CHECKING:
 RUN_SCHEMA = "domino-prof/run"
 RUN_VERSION = 1
 RUN_JSON = "run.json"
+LOCK_FILE = ".domino-prof-run.lock"  # held (flock) by the `run` writing the directory
+# run.json "status": written "incomplete" before any rank starts, "complete" by assemble,
+# "partial" by --reanalyze of an interrupted run (some modes, or no timed steps); a
+# run.json without one (written before issue #22) is complete
+STATUS_INCOMPLETE, STATUS_COMPLETE, STATUS_PARTIAL = "incomplete", "complete", "partial"
 PRIMARY_MODE = "domino"  # the schedule the reference model exists to show
 
 
@@ -90,6 +103,16 @@ def read_run(directory: str | os.PathLike) -> Run:
             f,
             f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with a 'modes' table)",
             "point at a trace file or directory instead",
+        )
+    if doc.get("status") == STATUS_INCOMPLETE:
+        holder = lock_holder(d)
+        if holder is not None:
+            raise TraceError(f, f"a run is in progress here ({_who(holder)})",
+                             "wait for it to finish")  # fmt: skip
+        raise TraceError(
+            f,
+            "the run did not finish (status incomplete: interrupted or a rank failed)",
+            f"`domino-prof run --reanalyze {d}` analyses the modes whose traces are complete",
         )
     if not doc["modes"]:
         raise TraceError(f, "lists no modes", "re-run `domino-prof run`")
@@ -193,12 +216,23 @@ def resolve(path: str | os.PathLike) -> Target:
         run = read_run(p)
         return Target(p, run, {m: run.trace_dir(m) for m in run.modes})
     parent = p.parent if p.is_dir() else None
-    if parent is not None and (parent / RUN_JSON).is_file():
+    if parent is not None and (parent / RUN_JSON).is_file() and not _incomplete(parent):
         run = read_run(parent)
         for m in run.modes:
             if _same(run.trace_dir(m), p):
                 return Target(p, run, {m: p})
     return Target(p, None, {"": p})
+
+
+def _incomplete(d: Path) -> bool:
+    """Whether d/run.json says the run did not finish (its mode directories then read
+    as plain traces: what of them is there is complete, each trace written atomically)."""
+    try:
+        return json.loads((d / RUN_JSON).read_text(encoding="utf-8")).get("status") == (
+            STATUS_INCOMPLETE
+        )
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -296,6 +330,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
         "modes": modes,
         "notes": [],
+        "status": STATUS_COMPLETE,
     }
     _analyse_and_write(out, run, analyze=analyze)
     res_path.unlink()
@@ -310,6 +345,13 @@ def refresh(out: Path) -> dict:
         raise ConfigError(
             f"{out}: no run.json here; point at a directory written by `domino-prof run`"
         )
+    with claim(out, what="--reanalyze"):
+        if _incomplete(out):
+            return _finish(out)
+        return _refresh(out)
+
+
+def _refresh(out: Path) -> dict:
     run = read_run(out).doc
     # drop the previous analysis's notes (also the per-mode "<mode>: traces not analysed")
     run["notes"] = [
@@ -327,7 +369,10 @@ def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     failed: dict[str, str] = {}
     if analyze:
         analyses, failed = _analyze_modes(out, run)
-    run["comparison"] = comparison_rows(run["modes"])
+    # modes without timed steps (an interrupted run finished by --reanalyze) have no row
+    run["comparison"] = comparison_rows(
+        {m: r for m, r in run["modes"].items() if r.get("step_ms") is not None}
+    )
     _write_report(out, run, analyses, failed)
     write_run(out, run)
 
@@ -340,12 +385,12 @@ def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) 
         return
     try:
         from domino_prof.report import write_report
-        from domino_prof.report.figures import Unavailable
+        from domino_prof.report.figures import not_analysed
     except ImportError as e:
         run["notes"].append(f"no report: {e}")
         return
     pages = {
-        m: analyses[m] if m in analyses else Unavailable(f"Not analysed: {failed[m]}")
+        m: analyses[m] if m in analyses else not_analysed(m, failed[m])
         for m in run["modes"]
         if m in analyses or m in failed
     }
@@ -378,3 +423,258 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
         r["exposed_ms_per_step"] = a.totals.get("exposed_ms_per_step")
         analyses[mode] = a
     return analyses, failed
+
+
+# --------------------------------------------------------------------------- lifecycle
+# A run directory's life: `run` claims it (LOCK_FILE, flock: a second `run` or
+# `--reanalyze` of it refuses at once, naming the holder; the kernel drops the lock of
+# a process that died, so a stale lock file is simply taken over), writes run.json with
+# status "incomplete" before any rank starts, and on any exit (success, a failed rank,
+# Ctrl-C) removes the temp files of interrupted writes (".NAME.*.tmp", a trace export's
+# ".NAME.partial*") once the ranks are gone. `run --reanalyze` of an incomplete run
+# finishes it from what is complete (:func:`_finish`).
+class Interrupted(RunError):
+    """Ctrl-C during `run`: exit 130, one line saying what is left and the way on."""
+
+    exit_code = 130
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(
+            f"interrupted; {out / RUN_JSON} marks the run incomplete; `domino-prof run "
+            f"--reanalyze {out}` analyses the modes whose traces are complete"
+        )
+
+
+def _who(holder: dict) -> str:
+    parts = [f"pid {holder.get('pid')}"]
+    if holder.get("started"):
+        parts.append(f"started {holder['started']}")
+    if holder.get("command"):
+        parts.append(f"`{holder['command']}`")
+    return ", ".join(parts)
+
+
+def _read_holder(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8") or "{}")
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+
+
+def lock_holder(out: str | os.PathLike) -> dict | None:
+    """Who holds the run directory's lock (pid, started, command), None when nobody."""
+    import fcntl
+
+    path = Path(out) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_holder(path) or {"pid": "?"}
+    except OSError:
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class claim:  # noqa: N801 - used as a context manager, like open()
+    """``with claim(out, what="--out"):`` hold the run directory ``out`` (created if
+    missing): ConfigError (one line, exit 2) when it cannot be created or another run
+    holds it; on exit the temp files of interrupted writes are removed, then the lock
+    file. ``run_json``: a run.json to write at once (status incomplete)."""
+
+    def __init__(self, out: str | os.PathLike, *, what: str = "--out",
+                 run_json: dict | None = None) -> None:  # fmt: skip
+        self.out, self.what, self.run_json = Path(out), what, run_json
+        self.fd: int | None = None
+
+    def __enter__(self) -> claim:
+        import fcntl
+        import sys
+        import time
+
+        out = self.out
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(
+                f"{self.what} {out}: cannot create the run directory ({e.strerror or e}); "
+                "choose a writable directory"
+            ) from None
+        path = out / LOCK_FILE
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise ConfigError(
+                    f"{self.what} {out}: cannot write in the run directory "
+                    f"({e.strerror or e}); choose a writable directory"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                holder = _read_holder(path)
+                raise ConfigError(
+                    f"{self.what} {out}: a run is in progress there ({_who(holder)}); "
+                    "wait for it to finish or give another --out"
+                ) from None
+            except OSError:  # no flock on this file system: the pid decides
+                holder = _read_holder(path)
+                if _alive(holder.get("pid")) and holder.get("pid") != os.getpid():
+                    os.close(fd)
+                    raise ConfigError(
+                        f"{self.what} {out}: a run is in progress there ({_who(holder)}); "
+                        "wait for it to finish or give another --out"
+                    ) from None
+            try:  # the file we locked is still the lock file (not one just released)
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self.fd = fd
+        me = {
+            "pid": os.getpid(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(["domino-prof", *sys.argv[1:]])[:300],
+        }
+        os.ftruncate(fd, 0)
+        os.write(fd, (json.dumps(me) + "\n").encode())
+        try:
+            if self.run_json is not None:
+                write_run(out, self.run_json)
+        except OSError as e:
+            self._release()
+            raise ConfigError(f"{self.what} {out}: cannot write run.json ({e.strerror or e}); "
+                              "choose a writable directory") from None  # fmt: skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            remove_temp_files(self.out)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.out / LOCK_FILE)
+        except OSError:
+            pass
+        os.close(self.fd)  # closing drops the flock
+        self.fd = None
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_TEMP_ENDINGS = (".tmp", ".partial", ".partial.json")
+
+
+def remove_temp_files(out: str | os.PathLike) -> list[Path]:
+    """Remove the temp files of interrupted atomic writes in ``out`` and its mode
+    directories: hidden names (".NAME...") ending .tmp, .partial or .partial.json (our
+    ``io.atomic_write_*``, train's trace export and the profiler's own temp). Only after
+    the ranks are gone: a live writer's temp is not garbage. Returns what was removed."""
+    out = Path(out)
+    gone: list[Path] = []
+    try:
+        dirs = [out, *(d for d in out.iterdir() if d.is_dir() and not d.is_symlink())]
+    except OSError:
+        return gone
+    for d in dirs:
+        try:
+            names = list(d.iterdir())
+        except OSError:
+            continue
+        for f in names:
+            if f.name.startswith(".") and f.name.endswith(_TEMP_ENDINGS) and f.is_file():
+                try:
+                    f.unlink()
+                    gone.append(f)
+                except OSError:
+                    pass
+    return gone
+
+
+def incomplete_run(cfg: RunConfig) -> dict:
+    """The run.json written before any rank starts: what was asked, status incomplete."""
+    return {
+        "schema": RUN_SCHEMA,
+        "version": RUN_VERSION,
+        "status": STATUS_INCOMPLETE,
+        "config": cfg.to_dict(),
+        "modes": {},
+        "notes": [],
+    }
+
+
+def _finish(out: Path) -> dict:
+    """`run --reanalyze` of an incomplete run: with ranks_result.json (the run was
+    stopped while it was being analysed) the whole run, as `run` would have written it;
+    else the modes whose traces are complete (a trace per rank), without timed steps
+    (the ranks write those when every mode is done): status "partial", and notes say
+    what is missing."""
+    from domino_prof.reference_model.config import RunConfig
+
+    doc = json.loads((out / RUN_JSON).read_text(encoding="utf-8"))
+    try:
+        cfg = RunConfig.from_dict(doc["config"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise TraceError(out / RUN_JSON, f"incomplete run.json without a usable config ({e})",
+                         "re-run `domino-prof run`") from None  # fmt: skip
+    if (out / "ranks_result.json").is_file():
+        return assemble(cfg, out)
+    ranks = range(cfg.tp)
+    done = [m for m in cfg.modes
+            if all((out / m / f"rank{r}.pt.trace.json.gz").is_file() for r in ranks)]  # fmt: skip
+    if not done:
+        raise ConfigError(
+            f"{out}: the run was interrupted before any mode's traces were complete "
+            f"(a trace per rank of {', '.join(cfg.modes)}); nothing to analyse: re-run "
+            "`domino-prof run`"
+        )
+    missing = [m for m in cfg.modes if m not in done]
+    notes = [
+        "the run was interrupted: no timed steps (the ranks write them when every mode "
+        "is done), so no step times or speedups; hidden % from the complete traces"
+    ]
+    if missing:
+        notes.append(f"modes without complete traces (not analysed): {', '.join(missing)}")
+    run = {
+        "schema": RUN_SCHEMA,
+        "version": RUN_VERSION,
+        "status": STATUS_PARTIAL,
+        "config": doc["config"],
+        "versions": {},
+        "devices": [],
+        "backend": "nccl" if cfg.device == "cuda" else "gloo",
+        "attention": None,
+        "modes": {
+            m: {"trace_dir": m, "overlap": m in OVERLAP_MODES, "step_ms": None,
+                "step_times_ms": [], "tokens_per_s": None, "losses": []}
+            for m in done
+        },  # fmt: skip
+        "notes": notes,
+    }
+    _analyse_and_write(out, run, analyze=True)
+    return run

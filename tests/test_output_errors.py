@@ -43,11 +43,12 @@ def _unwritable(tmp_path: Path, name: str) -> list[Path]:
 
 
 def test_report_compare_baseline_to_unwritable_paths(tmp_path, traces):
-    for target in _unwritable(tmp_path, "x.html"):
-        for args in (
-            ["report", traces, "-o", target],
-            ["compare", traces, traces, "-o", target],
-            ["baseline", traces, "-o", target],
+    for html in _unwritable(tmp_path, "x.html"):
+        json_ = html.with_suffix(".json")  # a baseline is JSON under .json (issue #22 B12)
+        for target, args in (
+            (html, ["report", traces, "-o", html]),
+            (html, ["compare", traces, traces, "-o", html]),
+            (json_, ["baseline", traces, "-o", json_]),
         ):
             line = _one_line(runner.invoke(app, [str(a) for a in args]))
             assert line.startswith(f"domino-prof: error: cannot write {target} (")

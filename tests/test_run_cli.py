@@ -38,6 +38,8 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["schema"] == "domino-prof/run"
+    assert run["status"] == "complete"
+    assert not list(out.rglob(".*"))  # no lock file, no temp file
     cfg = run["config"]
     assert (cfg["model"]["name"], cfg["tp"], cfg["device"], run["backend"]) == (
         "tiny",
@@ -153,7 +155,9 @@ def test_crashed_rank_is_named_and_all_ranks_end(tmp_path):
     assert "Traceback" not in p.stderr
     assert time.monotonic() - t0 < 60
     assert _leftover_ranks(out) == []
-    assert not (out / "run.json").exists()
+    # run.json is written first and stays "incomplete" (issue #22 B5); no lock left
+    assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
+    assert not list(out.glob(".*"))
 
 
 def test_hung_rank_is_killed_at_the_timeout(tmp_path):
@@ -188,9 +192,15 @@ def test_ctrl_c_ends_every_rank(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"domino-prof: error: interrupted; {out / 'run.json'} marks the run incomplete; "
+        f"`domino-prof run --reanalyze {out}` analyses the modes whose traces are complete"
+    )
     assert _leftover_ranks(out) == []
-    assert not (out / "run.json").exists()
+    # run.json first, "incomplete"; the lock and every temp file gone (issue #22 B5)
+    assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
+    assert [p for p in out.rglob(".*")] == []
 
 
 def test_under_torchrun_rank0_assembles_the_run(tmp_path):

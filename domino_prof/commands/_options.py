@@ -37,9 +37,21 @@ def mode_option(default_says: str) -> Any:
     )
 
 
+def _rank(value: int | None) -> int | None:
+    """--rank N: a usage error (one line, exit 2, before any work) when N < 0."""
+    if value is not None and value < 0:
+        raise typer.BadParameter(f"{value} is not a rank (ranks count from 0)")
+    return value
+
+
 RankOpt = Annotated[
     int | None,
-    typer.Option("--rank", metavar="N", help="Rank of a single trace file that does not name one."),
+    typer.Option(
+        "--rank",
+        metavar="N",
+        callback=lambda v: _rank(v),
+        help="Rank of a single trace file that does not name one (>= 0).",
+    ),
 ]
 SkipBadOpt = Annotated[
     bool,
@@ -79,8 +91,9 @@ SchedulerOpt = Annotated[
         "--scheduler",
         metavar="ADDRESS",
         help="Analyse the rank files on a Dask cluster: its scheduler's address "
-        "(tcp://HOST:8786), or 'local' for a LocalCluster here (pip install "
-        "'domino-prof[dask]'). Default: a local process pool.",
+        "(tcp://HOST:8786; it must answer within 10 s and have a worker within 30 s), "
+        "or 'local' for a LocalCluster here (pip install 'domino-prof[dask]'). Default: a "
+        "local process pool.",
     ),
 ]
 NoAlignClocksOpt = Annotated[
@@ -158,8 +171,14 @@ class Reading:
         )  # fmt: skip
 
 
+HTML_FORMATS = {".html": "html", ".htm": "html"}  # report, compare
+BASELINE_FORMATS = {".json": "json"}  # baseline
+
+
 def guess_format(path: Path, formats: dict[str, str], *, option: str = "-o") -> str:
-    """The output format a file name's suffix names (``formats``: suffix -> format)."""
+    """The output format a file name's suffix names (``formats``: suffix -> format). Every
+    command checks its -o this way before any work: an unknown suffix is one ConfigError
+    line listing the endings it takes (never HTML or JSON under another name)."""
     name = str(path).lower()
     for suffix, fmt in formats.items():
         if name.endswith(suffix):

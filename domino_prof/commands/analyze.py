@@ -355,6 +355,9 @@ def register(app: typer.Typer) -> None:
                                                   skip_bad=skip_bad)))  # fmt: skip
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
+        for p, _ in outputs:  # as report and baseline say it (stderr when stdout is JSON)
+            print(f"wrote {p} ({Path(p).stat().st_size / 1e6:.1f} MB)",
+                  file=sys.stderr if to_stdout else sys.stdout)  # fmt: skip
 
 
 def _write_stdout(data: bytes) -> None:

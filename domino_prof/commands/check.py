@@ -18,6 +18,7 @@ import typer
 
 from domino_prof.commands._common import print_notes, same_file, user_errors, write_outputs
 from domino_prof.commands._options import (
+    BASELINE_FORMATS,
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
@@ -214,6 +215,7 @@ def baseline(
         raise ConfigError(
             f"-o {output} is a directory; give a file name such as {output / 'baseline.json'}"
         )
+    guess_format(output, BASELINE_FORMATS)  # JSON under .json only, as every command checks
     doc, notes = baseline_document(
         path,
         mode=mode,

@@ -20,6 +20,7 @@ import typer
 
 from domino_prof.commands._common import print_notes, user_errors, write_outputs
 from domino_prof.commands._options import (
+    HTML_FORMATS,
     CommPatternOnlyOpt,
     CommPatternOpt,
     MemcpyAsCommOpt,
@@ -30,36 +31,40 @@ from domino_prof.commands._options import (
     SchedulerOpt,
     SkipBadOpt,
     ThresholdOpt,
+    guess_format,
     mode_option,
     parse_thresholds,
 )
 from domino_prof.errors import ConfigError, OptionError, TraceError, opt
 
 
-def analyse_for_report(reading: Reading, trace_path: Path, config: Any, *, in_run: bool) -> Any:
+def analyse_for_report(
+    reading: Reading, trace_path: Path, config: Any, *, in_run: bool, mode: str = ""
+) -> Any:
     """An Analysis, or an ``Unavailable`` the page shows in its place: a trace that loads
     and cannot be analysed (no device or gloo activity, e.g. a CPU run's ``nocomm``
     mode), or in a run a mode whose traces cannot be loaded. A plain trace that cannot
     be loaded stays an error."""
     from domino_prof.errors import NoActivityError
-    from domino_prof.report.figures import Unavailable
+    from domino_prof.report.figures import not_analysed
     from domino_prof.runs import trace_missing
 
     try:
         if not trace_path.exists():
             raise trace_missing(trace_path)
         return reading.analyse(trace_path, config)
-    except NoActivityError as e:  # loads, but nothing to analyse
-        return Unavailable(f"Not analysed: {e}")
+    except NoActivityError as e:  # loads, but nothing to analyse (nocomm: one line why)
+        return not_analysed(mode, str(e))
     except TraceError as e:
         if not in_run:
             raise
-        return Unavailable(f"Not analysed: {e}")
+        return not_analysed(mode, str(e))
 
 
 def _write_guard(out: Path, example: str) -> None:
     if out.is_dir():
         raise ConfigError(f"-o {out} is a directory; give a file name such as {out / example}")
+    guess_format(out, HTML_FORMATS)  # .html / .htm, as analyze and check check theirs
 
 
 def _size(p: Path) -> str:
@@ -124,7 +129,8 @@ def register(app: typer.Typer) -> None:
             require()  # the install hint before a long load
         in_run = target.run is not None
         analyses = {
-            m: analyse_for_report(reading, target.modes[m], config, in_run=in_run) for m in modes
+            m: analyse_for_report(reading, target.modes[m], config, in_run=in_run, mode=m)
+            for m in modes
         }
         print_notes(notes)
         for m, a in analyses.items():  # gating or not, a skipped file is said
@@ -229,6 +235,10 @@ def register(app: typer.Typer) -> None:
         lab = (parts[0], parts[1]) if labels is not None else (picked[0], picked[1])
         if lab[0] == lab[1]:
             lab = (f"A: {lab[0]}", f"B: {lab[1]}")
+        from domino_prof.report.figures import mixed_hardware_note
+
+        mixed = mixed_hardware_note(an[0], an[1], labels=lab)
+        print_notes([mixed] if mixed else [])
         steps = (timed[0], timed[1]) if None not in timed else None
         html = render_compare(an[0], an[1], labels=lab, timed_step_ms=steps)
         write_outputs([(output, html)], example="compare.html")

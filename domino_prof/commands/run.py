@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import nullcontext
 from enum import Enum
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def _check_out(out: Path) -> None:
                           "directory")  # fmt: skip
 
 
+def _positive(value: float) -> float:
+    """--timeout must be > 0 (0 would kill the ranks at once): a usage error, exit 2."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value:g} s would stop the ranks at once; give seconds > 0")
+    return value
+
+
 def print_comparison(run: dict) -> None:
     from rich.console import Console
 
@@ -103,7 +111,9 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Run directory to write [default: runs/<time>-<model>-tp<N>].",
         ),
-        timeout: float = typer.Option(900.0, help="Seconds before hung ranks are killed."),
+        timeout: float = typer.Option(
+            900.0, callback=_positive, help="Seconds before hung ranks are killed (> 0)."
+        ),
         seed: int = typer.Option(1234),
         cuda_graphs: bool = typer.Option(
             False,
@@ -136,6 +146,8 @@ def register(app: typer.Typer) -> None:
         if reanalyze is not None:
             result = runs.refresh(reanalyze)
             print_comparison(result)
+            for note in result.get("notes", []):  # e.g. what an interrupted run lacks
+                print(f"note: {note}", file=sys.stderr)
             return
         from domino_prof.reference_model.config import RunConfig, preset
 
@@ -153,8 +165,6 @@ def register(app: typer.Typer) -> None:
                 )
         name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
         mcfg = preset(name, layers=layers or None)
-        if data is not None and not data.is_file():
-            raise ConfigError(f"--data {data}: no such file")
         from domino_prof.reference_model.config import MODES
 
         modes = MODES if mode is Mode.all else (mode.value,)
@@ -178,23 +188,38 @@ def register(app: typer.Typer) -> None:
             high_priority_comm=high_priority_comm,
             attention=attention,
         ).validate()
+        if data is not None:  # before any rank starts: what train.TokenSource can read
+            from domino_prof.reference_model.launcher import check_data
+
+            check_data(data, mbs=cfg.mbs, seq=cfg.seq)
         if out is None:
             out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
         _check_out(out)
 
-        if _under_torchrun():
-            from domino_prof.reference_model.train import worker
+        # the run directory's life (runs.claim): locked against a second run, run.json
+        # "incomplete" first, temp files removed however it ends; rank 0 holds it
+        torchrun = _under_torchrun()
+        rank0 = not torchrun or int(os.environ.get("RANK", "0")) == 0
+        held = runs.claim(out, run_json=runs.incomplete_run(cfg)) if rank0 else nullcontext()
+        with held:
+            try:
+                if torchrun:
+                    from domino_prof.reference_model.train import worker
 
-            code = worker(cfg, out)
-            if code:
-                raise RunError(f"rank {os.environ.get('RANK')} failed with exit code {code}")
-            if int(os.environ.get("RANK", "0")) != 0:
-                return
-        else:
-            from domino_prof.reference_model import launcher
+                    code = worker(cfg, out)
+                    if code:
+                        raise RunError(
+                            f"rank {os.environ.get('RANK')} failed with exit code {code}"
+                        )
+                    if not rank0:
+                        return
+                else:
+                    from domino_prof.reference_model import launcher
 
-            launcher.spawn_ranks(cfg, out)
-        result = runs.assemble(cfg, out, analyze=analyze)
+                    launcher.spawn_ranks(cfg, out)
+                result = runs.assemble(cfg, out, analyze=analyze)
+            except KeyboardInterrupt:
+                raise runs.Interrupted(out) from None
         print_comparison(result)
         for note in result["notes"]:
             print(f"note: {note}", file=sys.stderr)

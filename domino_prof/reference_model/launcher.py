@@ -27,6 +27,50 @@ from domino_prof.reference_model.config import RunConfig
 EXIT_MESSAGES = {3: "ran out of memory", 4: "rejected the configuration"}
 
 
+def check_data(path: Path, *, mbs: int, seq: int) -> None:
+    """``run --data FILE`` before any rank starts: a file ``train.TokenSource`` can
+    batch from, a ``.npy`` 1-D integer array or ``.bin`` raw uint16 tokens, holding at
+    least one batch (``mbs × (seq + 1)`` tokens). ConfigError naming the file and what
+    it must be (a JSON file read as uint16 crashed a rank with a reshape error)."""
+    import numpy as np
+
+    from domino_prof.errors import ConfigError
+
+    must = "a .npy 1-D integer array (numpy.save) or .bin raw uint16 tokens"
+    if not path.is_file():
+        raise ConfigError(f"--data {path}: no such file; give {must}")
+    need = mbs * (seq + 1)
+    if path.suffix == ".npy":
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--data {path}: not a .npy array ({e}); give {must}") from None
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ConfigError(
+                f"--data {path}: holds a {arr.dtype} array of shape {arr.shape}; a .npy "
+                "token file must be a 1-D integer array"
+            )
+        n = int(arr.shape[0])
+    elif path.suffix == ".bin":
+        size = path.stat().st_size
+        if size % 2:
+            raise ConfigError(
+                f"--data {path}: {size} bytes is not a whole number of uint16 tokens; a .bin "
+                "token file is raw uint16 (2 bytes a token)"
+            )
+        n = size // 2
+    else:
+        raise ConfigError(
+            f"--data {path}: a token file must be {must}; {path.suffix or 'no suffix'!r} is "
+            "neither"
+        )
+    if n < need:
+        raise ConfigError(
+            f"--data {path}: {n} tokens, fewer than one batch needs ({need} = --mbs {mbs} "
+            f"x (--seq {seq} + 1)); give a longer file or lower --mbs / --seq"
+        )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

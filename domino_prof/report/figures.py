@@ -198,8 +198,9 @@ def _ns_ms(x: object) -> float | None:
 def step_timeline(
     analysis: Any, *, iteration: int | None = None, max_per_lane: int = MAX_RECTS_PER_LANE
 ) -> Section:
-    """One step, one lane per (rank, stream): compute / comm hidden / comm exposed."""
-    title = "One step, per rank and stream"
+    """One step, one lane per (rank, stream): compute / comm hidden / comm exposed. On
+    a CPU trace the lanes are threads: the main thread and the gloo threads by name."""
+    title = f"One step, per rank and {_unit_label(analysis)}"
     iv = _frame(analysis, "intervals")
     if iv is None or len(iv) == 0:
         return Section(
@@ -236,7 +237,9 @@ def step_timeline(
     t0 = int(pieces["start"].min())
     unit = _unit_label(analysis)
     lanes = pieces[["rank", "stream"]].drop_duplicates().sort_values(["rank", "stream"])
-    lane_label = {(r, s): f"rank {r} · {unit} {s}" for r, s in lanes.itertuples(index=False)}
+    names = _thread_roles(pieces) if unit == "thread" else {}
+    lane_label = {(r, s): f"rank {r} · {names.get((r, s), unit)} {s}"
+                  for r, s in lanes.itertuples(index=False)}  # fmt: skip
     order = [lane_label[(r, s)] for r, s in lanes.itertuples(index=False)]
     fig = go.Figure()
     for part in tl.PARTS:
@@ -265,13 +268,42 @@ def step_timeline(
         ))  # fmt: skip
     _base_layout(fig, height=110 + 34 * len(order), barmode="overlay", bargap=0.2)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], title=None)
-    fig.update_xaxes(title="ms since the step's first device activity", zeroline=False)
+    cpu = unit == "thread"
+    first = "first activity" if cpu else "first device activity"
+    fig.update_xaxes(title=f"ms since the step's {first}", zeroline=False)
     which = f"step {iteration_sel}" if iteration_sel is not None else "whole trace"
+    cover = (
+        "compute on another thread of the same process (hidden; the threads share the "
+        "machine's cores, so hidden comm still takes cores from compute)"
+        if cpu
+        else "compute on the same device (hidden)"
+    )
     cap = (
         f"{which} (the profiled step closest to the median step time); comm is split "
-        "into the part covered by compute on the same device (hidden) and the rest."
+        f"into the part covered by {cover} and the rest."
     )
     return Section("timeline", title, cap, fig, tuple(notes))
+
+
+def _thread_roles(pieces: pd.DataFrame) -> dict[tuple[int, int], str]:
+    """CPU lanes by role: per rank the thread with the most compute is the "main
+    thread" (the training loop), a thread with comm only the "gloo thread"; others stay
+    "thread". (rank, tid) -> word."""
+    p = pieces.assign(busy=pieces["end"] - pieces["start"])
+    kinds = p.groupby(["rank", "stream", "part"], observed=True)["busy"].sum().unstack(
+        fill_value=0
+    )
+    out: dict[tuple[int, int], str] = {}
+    compute = kinds["compute"] if "compute" in kinds else pd.Series(0, index=kinds.index)
+    comm = sum((kinds[c] for c in ("comm_hidden", "comm_exposed") if c in kinds),
+               pd.Series(0, index=kinds.index))  # fmt: skip
+    for (r, tid), c in compute.items():
+        if comm[(r, tid)] > 0 and c == 0:
+            out[(int(r), int(tid))] = "gloo thread"
+    for r, per in compute.groupby(level=0):
+        if per.max() > 0:
+            out[(int(r), int(per.idxmax()[1]))] = "main thread"
+    return out
 
 
 # --- layer x micro-batch -----------------------------------------------------------
@@ -410,9 +442,11 @@ def comm_by_collective_type(analysis: Any) -> Section:
     _base_layout(fig, height=120 + 28 * len(shown), barmode="stack")
     fig.update_xaxes(title="µs per step and rank")
     fig.update_yaxes(automargin=True)
+    source = "gloo event" if _get(analysis, "mode") == "cpu" else "kernel"
     cap = (
         "The collective type comes from the profiler's 'Collective name' argument, else the "
-        "kernel or op name (docs/METRICS.md); each type's comm is the union of its intervals."
+        f"{source} or op name (docs/METRICS.md); each type's comm is the union of its "
+        "intervals."
     )
     return Section("collectives", title, cap, fig)
 
@@ -733,9 +767,12 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
     rows: list[list[str]] = []
     notes: list[str] = [str(n) for n in (run or {}).get("notes") or []]
     if run:
+        used = run.get("attention")  # the kernel the schedules ran (train.py records it)
         for part in ("config", "versions", "devices"):
             if run.get(part):
-                rows.extend([[f"{part}.{k}", v] for k, v in _flatten(run[part])])
+                rows.extend([[f"{part}.{k}", f"{v} (used: {used})"
+                              if used and f"{part}.{k}" == "config.attention" else v]
+                             for k, v in _flatten(run[part])])  # fmt: skip
     if analysis is not None:
         rows.append(["trace", str(_get(analysis, "source", ""))])
         rows.append(["ranks", ", ".join(map(str, _get(analysis, "ranks") or []))])
@@ -944,6 +981,54 @@ def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TO
 def _dash(x: float, spec: str) -> str:
     """A number, or "—" where one side of a comparison has no value."""
     return MISSING if _missing(x) else f"{x:{spec}}"
+
+
+NOCOMM_EMPTY = (
+    "nocomm runs no collectives, so its trace has no comm to analyse; what comm costs "
+    "is the timed step of tp against that of nocomm (the modes table)"
+)
+
+
+def not_analysed(mode: str | None, reason: str) -> Unavailable:
+    """What a mode's place in a report says when its traces could not be analysed: for
+    nocomm one line saying why it is empty (no comm by design), else the reason."""
+    if mode == "nocomm":
+        return Unavailable(NOCOMM_EMPTY)
+    return Unavailable(f"Not analysed: {reason}")
+
+
+GPU_ONLY_SECTIONS = ("switches", "launches", "graphs")  # streams, launches, CUDA graphs
+
+
+def for_cpu(secs: list[Section]) -> list[Section]:
+    """A CPU trace's sections in its own words: threads and cores, not devices. The
+    GPU-only measures (stream switches, kernel launches, CUDA-graph candidates) are
+    left out (the configuration's notes say they do not apply), and the headline's
+    profiled-step card names the wall of the profiled steps, not a device's."""
+    out = []
+    for sec in secs:
+        if sec.key in GPU_ONLY_SECTIONS:
+            continue
+        if sec.key == "headline" and isinstance(sec.body, list):
+            cards = [Card(c.label, c.value, c.sub.replace("device wall", "wall (all threads)"),
+                          c.tone) for c in sec.body]  # fmt: skip
+            sec = Section(sec.key, sec.title, sec.caption, cards, sec.notes, sec.extra)
+        out.append(sec)
+    return out
+
+
+def mixed_hardware_note(a: Any, b: Any, *, labels: tuple[str, str]) -> str | None:
+    """The note when one side of a comparison is a CPU trace and the other a GPU one."""
+    ma, mb = _get(a, "mode"), _get(b, "mode")
+    if {ma, mb} != {"cpu", "gpu"}:
+        return None
+    what = {"cpu": "a CPU trace (gloo collectives on host threads)",
+            "gpu": "a GPU trace (NCCL kernels on device streams)"}  # fmt: skip
+    return (
+        f"A ({labels[0]}) is {what[ma]} and B ({labels[1]}) {what[mb]}: their step times "
+        "and comm figures come from different hardware, so the deltas say nothing about "
+        "the schedule; compare CPU with CPU, GPU with GPU"
+    )
 
 
 def analysis_sections(

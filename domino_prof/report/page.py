@@ -8,6 +8,7 @@ login node with no internet. Written atomically (``domino_prof.io``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import html
 from collections.abc import Mapping, Sequence
@@ -225,7 +226,8 @@ def _sections(
         if with_config:
             secs.append(F.configuration(None, run=run))
         return secs
-    return F.analysis_sections(analysis, run=run, mode=mode, with_config=with_config)
+    secs = F.analysis_sections(analysis, run=run, mode=mode, with_config=with_config)
+    return F.for_cpu(secs) if getattr(analysis, "mode", None) == "cpu" else secs
 
 
 def render_report(
@@ -308,6 +310,9 @@ def render_compare(
 ) -> str:
     page = _Page()
     head = F.compare_headline(a, b, labels=labels, timed_step_ms=timed_step_ms)
+    mixed = F.mixed_hardware_note(a, b, labels=labels)
+    if mixed:  # on the first screen, under the side-by-side table
+        head = dataclasses.replace(head, notes=(*head.notes, mixed))
     page.group(
         [head, F.compare_ops_figure(a, b, labels=labels)],
         prefix="cmp",
