@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # torch pinned: on the project machines 2.13.0 is the CPU wheel on disk (find-links);
 # elsewhere export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu first.
-"$PY" -m pip install -q -e '.[model,test,hta,dask]' 'torch==2.13.0'
+"$PY" -m pip install -q -e '.[model,test,hta,dask,perfetto]' 'torch==2.13.0'
 # a real headless browser for the report tests
 if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null
