@@ -12,15 +12,10 @@ import typer
 
 from domino_prof.commands._common import user_errors
 from domino_prof.errors import ConfigError, RunError
+from domino_prof.reference_model import modes as _modes
 
-
-class Mode(str, Enum):
-    domino = "domino"
-    tp = "tp"
-    nocomm = "nocomm"
-    sp = "sp"
-    domino_sp = "domino-sp"
-    all = "all"
+# --mode's choices: the registry's modes (reference_model/modes.py, torch-free) + all
+Mode = Enum("Mode", {n.replace("-", "_"): n for n in (*_modes.names(), "all")}, type=str)
 
 
 def _under_torchrun() -> bool:
@@ -80,7 +75,7 @@ def register(app: typer.Typer) -> None:
         ),
         mode: Mode = typer.Option(
             Mode.all,
-            help="tp, nocomm, domino, sp, domino-sp, or all of them back to back in one "
+            help=f"{', '.join(_modes.names())}, or all of them back to back in one "
             "process group.",
         ),
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
@@ -155,9 +150,7 @@ def register(app: typer.Typer) -> None:
         mcfg = preset(name, layers=layers or None)
         if data is not None and not data.is_file():
             raise ConfigError(f"--data {data}: no such file")
-        from domino_prof.reference_model.config import MODES
-
-        modes = MODES if mode is Mode.all else (mode.value,)
+        modes = _modes.names() if mode is Mode.all else (mode.value,)
         cfg = RunConfig(
             model=mcfg,
             tp=tp,
