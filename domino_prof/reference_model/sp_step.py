@@ -34,7 +34,7 @@ import torch
 from domino_prof.reference_model import segments as S
 from domino_prof.reference_model.executor import Deferred, Pending
 from domino_prof.reference_model.layers import Layer, Unit
-from domino_prof.reference_model.tp_step import StepBase
+from domino_prof.reference_model.step_base import StepBase
 
 
 @dataclass(slots=True)
