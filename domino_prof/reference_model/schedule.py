@@ -8,8 +8,9 @@ does what:
 
 * ``layers.py``     — one class per layer kind: its weights' names, forward,
                       input-gradient and weight-gradient maths;
-* ``tp_step.py`` / ``sp_step.py`` — a step's operations over (unit, micro-batch) and
-                      the data they hand each other (all-reduce TP; sequence parallel);
+* ``tp_step.py`` / ``sp_step.py`` (on ``step_base.py``) — a step's operations over
+                      (unit, micro-batch) and the data they hand each other
+                      (all-reduce TP; sequence parallel);
 * ``schedules.py``  — tp, domino, sp, domino-sp: each an ordering of those operations;
 * ``executor.py``   — how a segment runs (eager, ``torch.compile``, CUDA graph capture
                       and replay in one pool, side stream, launch throttle);
