@@ -47,17 +47,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from domino_prof.reference_model import units
 from domino_prof.reference_model.config import preset
-from domino_prof.reference_model.parallel import TPComm, build_reference, shard_model
+from domino_prof.reference_model.comm import ProcessGroupComm
+from domino_prof.reference_model.modes import SCHEDULES
+from domino_prof.reference_model.parallel import build_reference, shard_model
 from domino_prof.reference_model.schedule import StepRunner
 from domino_prof.reference_model.verify import batch
 
 GRAPH_INFLIGHT = 8  # --graph-inflight
-SCHEDULES = {  # name -> (splits is N?, overlap, sp)
-    "tp": (False, False, False),
-    "domino": (True, True, False),
-    "sp": (False, False, True),
-    "domino-sp": (True, True, True),
-}
 
 
 def _sync(dev) -> None:
@@ -176,17 +172,15 @@ def profile_step(step, dev, path: Path) -> dict:
 def bench_schedule(
     cfg, inp, tgt, name, *, splits, graphs, compile, dev, dtype, warmup, steps, profile_dir=None
 ):
-    split_n, overlap, sp = SCHEDULES[name]
-    comm = TPComm()
+    comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=1, device=dev, dtype=dtype)
     runner = StepRunner(
         model,
         comm,
-        splits=splits if split_n else 1,
-        overlap=overlap,
+        schedule=name,
+        splits=splits,  # used by micro-batched schedules only
         graphs=graphs,
         compile=compile,
-        sp=sp,
         graph_inflight=GRAPH_INFLIGHT,
     )
     t0 = time.perf_counter()
@@ -200,7 +194,7 @@ def bench_schedule(
         held=lambda: runner.host_wait_s,
     )
     r["first_step_s"] = first_s
-    r["graphs_per_step"] = len(runner._graphs)
+    r["graphs_per_step"] = runner.graphs_per_step
     if profile_dir is not None:
         r["profile"] = profile_step(
             lambda: runner.step(inp, tgt),
@@ -234,7 +228,7 @@ def ratios(rows: list[dict]) -> dict:
         "sp_eager/tp_eager": ratio(get("sp"), get("tp")),
         "domino-sp_eager/plain-mb": ratio(get("domino-sp"), get("plain-mb")),
     }
-    for s in SCHEDULES:
+    for s in ("tp", "domino", "sp", "domino-sp"):
         out[f"{s}_graphs_mem/eager_mem"] = ratio(
             get(s, True, key="peak_mem_gb"), get(s, key="peak_mem_gb")
         )
@@ -249,7 +243,8 @@ def table(rows: list[dict], rat: dict) -> str:
     )
     lines = [header]
     for r in rows:
-        ref = base.get("plain-mb" if SCHEDULES.get(r["schedule"], (False,))[0] else "plain")
+        spec = SCHEDULES.get(r["schedule"])
+        ref = base.get("plain-mb" if spec is not None and spec.micro_batched else "plain")
         if r.get("error"):
             lines.append(
                 f"{r['schedule']:10s} {r['graphs']!s:>6s} {r['compile']!s:>7s} "

@@ -29,7 +29,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from domino_prof.reference_model.config import ATTENTION_KERNELS, llama3_3b
-from domino_prof.reference_model.parallel import TPComm, shard_model
+from domino_prof.reference_model.comm import ProcessGroupComm
+from domino_prof.reference_model.parallel import shard_model
 from domino_prof.reference_model.schedule import StepRunner
 from domino_prof.reference_model.verify import batch, compare, reference_grads
 
@@ -81,20 +82,20 @@ def run(
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=seed, device=dev, dtype=torch.float32)
     res["reference_loss_fp32"] = ref_loss
     res["attention_bf16"] = units.attention_kernel(dev, torch.bfloat16)
-    variants = [  # (name, splits, overlap, sp, graphs, compile)
-        ("tp", 1, False, False, False, False),
-        ("domino", 2, True, False, False, False),
-        ("domino", 4, True, False, False, False),
-        ("sp", 1, False, True, False, False),
-        ("domino-sp", 2, True, True, False, False),
-        ("tp", 1, False, False, True, False),
-        ("domino", 2, True, False, True, False),
-        ("domino-sp", 2, True, True, True, False),
-        ("domino", 2, True, False, False, True),
-        ("domino", 2, True, False, True, True),
+    variants = [  # (schedule, splits, graphs, compile)
+        ("tp", 1, False, False),
+        ("domino", 2, False, False),
+        ("domino", 4, False, False),
+        ("sp", 1, False, False),
+        ("domino-sp", 2, False, False),
+        ("tp", 1, True, False),
+        ("domino", 2, True, False),
+        ("domino-sp", 2, True, False),
+        ("domino", 2, False, True),
+        ("domino", 2, True, True),
     ]
     for dtype in (torch.float32, torch.bfloat16):
-        for name, splits, overlap, sp, graphs, comp in variants:
+        for name, splits, graphs, comp in variants:
             key = (
                 f"{name}_splits{splits}_{str(dtype)[6:]}"
                 f"{'_cudagraphs' if graphs else ''}{'_compile' if comp else ''}"
@@ -102,17 +103,16 @@ def run(
             try:
                 loss, errs = compare(
                     cfg,
-                    TPComm(),
+                    ProcessGroupComm(),
                     ref,
                     inp,
                     tgt,
+                    schedule=name,
                     splits=splits,
-                    overlap=overlap,
                     seed=seed,
                     device=dev,
                     dtype=dtype,
                     graphs=graphs,
-                    sp=sp,
                     compile=comp,
                 )
                 res[key] = {
@@ -128,9 +128,9 @@ def run(
     del ref
     torch.cuda.empty_cache()
     # one profiled domino step to prove concurrency
-    comm = TPComm()
+    comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=seed, device=dev, dtype=torch.bfloat16)
-    runner = StepRunner(model, comm, splits=2, overlap=True)
+    runner = StepRunner(model, comm, schedule="domino", splits=2)
     for _ in range(2):
         runner.step(inp, tgt)
     torch.cuda.synchronize()

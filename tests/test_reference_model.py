@@ -33,27 +33,27 @@ def _grad_worker(rank: int, world: int, port: int, q) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.comm import ProcessGroupComm
     from domino_prof.reference_model.verify import batch, compare, reference_grads
 
     cfg = tiny()
     inp, tgt = batch(cfg, mbs=12, seq=16, seed=3, device="cpu")  # 12: divisible by 2, 3, 4
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
     out = {"ref_loss": ref_loss}
-    for name, splits, overlap in (
-        ("tp", 1, False),
-        ("domino2", 2, True),
-        ("domino3", 3, True),
-        ("domino4", 4, True),
+    for name, splits, sched in (
+        ("tp", 1, "tp"),
+        ("domino2", 2, "domino"),
+        ("domino3", 3, "domino"),
+        ("domino4", 4, "domino"),
     ):
         loss, errs = compare(
             cfg,
-            TPComm(),
+            ProcessGroupComm(),
             ref,
             inp,
             tgt,
             splits=splits,
-            overlap=overlap,
+            schedule=sched,
             seed=5,
             device="cpu",
             dtype=torch.float32,
@@ -67,13 +67,13 @@ def _losses_worker(rank: int, world: int, port: int, q) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.comm import ProcessGroupComm
     from domino_prof.reference_model.verify import train_losses
 
     kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
-    dom = train_losses(tiny(), TPComm(), splits=2, overlap=True, **kw)
-    tp = train_losses(tiny(), TPComm(), splits=1, overlap=False, **kw)
-    ref = train_losses(tiny(), None, splits=1, overlap=False, **kw)
+    dom = train_losses(tiny(), ProcessGroupComm(), schedule="domino", splits=2, **kw)
+    tp = train_losses(tiny(), ProcessGroupComm(), schedule="tp", splits=1, **kw)
+    ref = train_losses(tiny(), None, splits=1, **kw)
     q.put((rank, {"domino": dom, "tp": tp, "ref": ref}))
     clean_shutdown()
 
@@ -117,7 +117,7 @@ def test_twenty_optimizer_steps_match_unsharded():
 def test_schedule_uses_one_pending_box_per_unit_and_waits_before_use():
     """Single process (tp 1): the domino ordering still equals the plain model,
     a cheap check that the unit pipeline's bookkeeping is right for 5 splits."""
-    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.comm import ProcessGroupComm
     from domino_prof.reference_model.verify import batch, compare, reference_grads
 
     cfg = tiny()
@@ -125,12 +125,12 @@ def test_schedule_uses_one_pending_box_per_unit_and_waits_before_use():
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=2, device="cpu", dtype=torch.float32)
     loss, errs = compare(
         cfg,
-        TPComm(),
+        ProcessGroupComm(),
         ref,
         inp,
         tgt,
         splits=5,
-        overlap=True,
+        schedule="domino",
         seed=2,
         device="cpu",
         dtype=torch.float32,

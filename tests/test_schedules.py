@@ -47,7 +47,7 @@ def _init(rank, world, port):
 
 def _sp_worker(rank: int, world: int, port: int, q) -> None:
     _init(rank, world, port)
-    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.comm import ProcessGroupComm
     from domino_prof.reference_model.verify import batch, compare, reference_grads
 
     cfg = tiny()
@@ -55,16 +55,16 @@ def _sp_worker(rank: int, world: int, port: int, q) -> None:
     ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
     out = {"ref_loss": ref_loss}
     for name, kw in (
-        ("sp", {"splits": 1, "overlap": False, "sp": True}),
-        ("domino-sp2", {"splits": 2, "overlap": True, "sp": True}),
-        ("domino-sp3", {"splits": 3, "overlap": True, "sp": True}),
+        ("sp", {"splits": 1, "schedule": "sp"}),
+        ("domino-sp2", {"splits": 2, "schedule": "domino-sp"}),
+        ("domino-sp3", {"splits": 3, "schedule": "domino-sp"}),
         # graph semantics (CPU emulation): capture on step 1, replay on step 2
-        ("tp-graphs", {"splits": 1, "overlap": False, "graphs": True}),
-        ("domino-graphs", {"splits": 2, "overlap": True, "graphs": True}),
-        ("domino-sp-graphs", {"splits": 2, "overlap": True, "sp": True, "graphs": True}),
+        ("tp-graphs", {"splits": 1, "schedule": "tp", "graphs": True}),
+        ("domino-graphs", {"splits": 2, "schedule": "domino", "graphs": True}),
+        ("domino-sp-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True}),
     ):
         loss, errs = compare(
-            cfg, TPComm(), ref, inp, tgt, seed=5, device="cpu", dtype=torch.float32, **kw
+            cfg, ProcessGroupComm(), ref, inp, tgt, seed=5, device="cpu", dtype=torch.float32, **kw
         )
         out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
     q.put((rank, out))
@@ -96,14 +96,13 @@ def test_sp_and_graph_schedules_match_unsharded_model(world):
 
 def _sp_losses_worker(rank: int, world: int, port: int, q) -> None:
     _init(rank, world, port)
-    from domino_prof.reference_model.parallel import TPComm
+    from domino_prof.reference_model.comm import ProcessGroupComm
     from domino_prof.reference_model.verify import train_losses
 
     kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
     res = {
-        "tp": train_losses(tiny(), TPComm(), splits=1, overlap=False, **kw),
-        "sp": train_losses(tiny(), TPComm(), splits=1, overlap=False, sp=True, **kw),
-        "domino-sp": train_losses(tiny(), TPComm(), splits=2, overlap=True, sp=True, **kw),
+        s: train_losses(tiny(), ProcessGroupComm(), schedule=s, splits=n, **kw)
+        for s, n in (("tp", 1), ("sp", 1), ("domino-sp", 2))
     }
     q.put((rank, res))
     clean_shutdown()
@@ -123,7 +122,8 @@ def _norm_rows_worker(rank: int, world: int, port: int, q) -> None:
     the norm activations each rank holds)."""
     _init(rank, world, port)
     from domino_prof.reference_model import units
-    from domino_prof.reference_model.parallel import TPComm, shard_model
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.schedule import StepRunner
     from domino_prof.reference_model.verify import batch
 
@@ -139,12 +139,10 @@ def _norm_rows_worker(rank: int, world: int, port: int, q) -> None:
     cfg = tiny()
     inp, tgt = batch(cfg, mbs=2, seq=16, seed=1, device="cpu")
     out = {}
-    for name, sp in (("tp", False), ("sp", True)):
+    for name in ("tp", "sp"):
         seen.clear()
-        comm = TPComm()
-        StepRunner(shard_model(cfg, comm, seed=1), comm, splits=1, overlap=False, sp=sp).step(
-            inp, tgt
-        )
+        comm = ProcessGroupComm()
+        StepRunner(shard_model(cfg, comm, seed=1), comm, schedule=name).step(inp, tgt)
         out[name] = (len(seen), sum(seen))
     q.put((rank, out))
     clean_shutdown()
@@ -165,14 +163,15 @@ def test_step_overwrites_gradients_and_ranges_cost_nothing_without_profiler(monk
     not accumulated); without a profiler no range is opened, with one every unit's
     named range is in the trace."""
     from domino_prof.reference_model import schedule
-    from domino_prof.reference_model.parallel import TPComm, shard_model
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.verify import batch
 
     cfg = tiny()
     inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
-    comm = TPComm()
+    comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=1)
-    runner = schedule.StepRunner(model, comm, splits=2, overlap=True)
+    runner = schedule.StepRunner(model, comm, schedule="domino", splits=2)
     opened = []
     real = torch.profiler.record_function
 
@@ -226,3 +225,56 @@ def test_attention_kernel_setting():
         units.set_attention("auto")
     with pytest.raises(ConfigError, match="needs --device cuda"):
         RunConfig(model=tiny(), attention="cudnn").validate()
+
+
+def test_skip_comm_runs_one_rank_of_tp2_in_one_process():
+    """SkipComm(2, 1) without torch.distributed: the model is sharded for 2 ranks from the
+    Comm (rank 1's halves), every schedule runs, the gradients have the shard's shapes,
+    and the executor issued the collectives a tp-2 step issues (hand-counted for tiny:
+    4 sub-layers, a head)."""
+    from domino_prof.reference_model.comm import SkipComm
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.schedule import StepRunner
+    from domino_prof.reference_model.verify import batch
+
+    assert not dist.is_initialized()
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
+    comm = SkipComm(2, 1)
+    model = shard_model(cfg, comm, seed=1)
+    assert model.layers[0].attention.wqkv.weight.shape == ((16 + 2 * 8) * 16 // 2, 256)
+    assert model.output.weight.shape == (512 // 2, 256)
+    launches = {}
+    for name, splits in (("tp", 1), ("domino", 2), ("sp", 1), ("domino-sp", 2)):
+        runner = StepRunner(model, comm, schedule=name, splits=splits, record=True)
+        loss = runner.step(inp, tgt)
+        assert torch.isfinite(loss)
+        for p in model.parameters():
+            assert p.grad.shape == p.shape
+        launches[name] = sum(1 for kind, _ in runner.events if kind == "launch")
+    # all-reduce TP: (4 forward + 5 backward + 2 cross-entropy) per micro-batch; SP: per
+    # micro-batch 5 all-gathers + 4 reduce-scatters forward, 5 reduce-scatters + 5 + 4
+    # all-gathers backward, 2 cross-entropy; + 1 all-reduce of the norm-weight grads
+    assert launches == {"tp": 11, "domino": 22, "sp": 26, "domino-sp": 51}
+
+
+def test_unknown_layer_kind_is_refused_where_the_units_are_built():
+    from domino_prof.reference_model.layers import units_of
+    from domino_prof.reference_model.parallel import build_reference
+
+    with pytest.raises(ConfigError, match="unknown layer kind 'moe'; known: attn, mlp"):
+        units_of(build_reference(tiny(), seed=1), block_kinds=("attn", "moe"))
+
+
+def test_mode_registry():
+    from domino_prof.reference_model import modes
+
+    assert modes.names() == ("tp", "nocomm", "domino", "sp", "domino-sp")
+    assert [(m.schedule, m.comm) for m in modes.MODES.values()] == [
+        ("tp", "process-group"), ("tp", "skip"), ("domino", "process-group"),
+        ("sp", "process-group"), ("domino-sp", "process-group")]  # fmt: skip
+    assert [n for n, m in modes.MODES.items() if m.micro_batched] == ["domino", "domino-sp"]
+    with pytest.raises(ValueError, match="already registered"):
+        modes.register_mode("tp", schedule="tp", description="again")
+    with pytest.raises(ConfigError, match="unknown mode 'fast'"):
+        modes.get("fast")

@@ -13,15 +13,10 @@ import typer
 
 from domino_prof.commands._common import user_errors
 from domino_prof.errors import ConfigError, RunError
+from domino_prof.reference_model import modes as _modes
 
-
-class Mode(str, Enum):
-    domino = "domino"
-    tp = "tp"
-    nocomm = "nocomm"
-    sp = "sp"
-    domino_sp = "domino-sp"
-    all = "all"
+# --mode's choices: the registry's modes (reference_model/modes.py, torch-free) + all
+Mode = Enum("Mode", {n.replace("-", "_"): n for n in (*_modes.names(), "all")}, type=str)
 
 
 def _under_torchrun() -> bool:
@@ -88,7 +83,7 @@ def register(app: typer.Typer) -> None:
         ),
         mode: Mode = typer.Option(
             Mode.all,
-            help="tp, nocomm, domino, sp, domino-sp, or all of them back to back in one "
+            help=f"{', '.join(_modes.names())}, or all of them back to back in one "
             "process group.",
         ),
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
@@ -165,9 +160,7 @@ def register(app: typer.Typer) -> None:
                 )
         name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
         mcfg = preset(name, layers=layers or None)
-        from domino_prof.reference_model.config import MODES
-
-        modes = MODES if mode is Mode.all else (mode.value,)
+        modes = _modes.names() if mode is Mode.all else (mode.value,)
         cfg = RunConfig(
             model=mcfg,
             tp=tp,

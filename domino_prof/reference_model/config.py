@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from domino_prof.errors import ConfigError
+from domino_prof.reference_model import modes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,9 +109,12 @@ PRESETS = {
     "llama3-8b": llama3_8b,
     "llama3-70b": llama3_70b,
 }
-MODES = ("tp", "nocomm", "domino", "sp", "domino-sp")  # `--mode all` runs them in this order
-SP_MODES = ("sp", "domino-sp")  # sequence parallelism (reduce-scatter / all-gather)
-OVERLAP_MODES = ("domino", "domino-sp")  # micro-batched, async collectives
+# The modes live in ``modes.py`` (the registry: schedule + comm + description). These
+# tuples are snapshots of it at import, kept for older importers (runs.py reads
+# OVERLAP_MODES); new code asks ``modes.get(name)``.
+MODES = modes.names()  # `--mode all` runs them in this order
+SP_MODES = tuple(n for n, m in modes.MODES.items() if m.sequence_parallel)
+OVERLAP_MODES = tuple(n for n, m in modes.MODES.items() if m.micro_batched)
 
 
 def preset(name: str, *, layers: int | None = None) -> ModelConfig:
@@ -170,7 +174,9 @@ class RunConfig:
         if self.splits < 1:
             raise ConfigError(f"--splits must be >= 1, got {self.splits}")
         for mode in self.modes:
-            if mode in OVERLAP_MODES and self.splits < 2:
+            modes.get(mode)  # unknown mode: one clear error
+        for mode in self.modes:
+            if modes.get(mode).micro_batched and self.splits < 2:
                 raise ConfigError(
                     f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap)"
                 )
@@ -183,13 +189,11 @@ class RunConfig:
             )
         if self.seq < 2:
             raise ConfigError(f"--seq must be >= 2, got {self.seq}")
-        for mode in self.modes:
-            if mode not in MODES:
-                raise ConfigError(f"unknown mode {mode!r}; choose {', '.join(MODES)} or all")
-        if any(m in SP_MODES for m in self.modes) and self.seq % self.tp:
+        sp = [m for m in self.modes if modes.get(m).sequence_parallel]
+        if sp and self.seq % self.tp:
             raise ConfigError(
                 f"--seq {self.seq} is not divisible by --tp {self.tp}: sequence parallelism "
-                f"(modes sp, domino-sp) gives every rank seq/tp positions; use a multiple "
+                f"(modes {', '.join(sp)}) gives every rank seq/tp positions; use a multiple "
                 f"of {self.tp}"
             )
         if self.device not in ("cpu", "cuda"):
@@ -227,4 +231,4 @@ class RunConfig:
         return RunConfig(**d)
 
     def splits_for(self, mode: str) -> int:
-        return self.splits if mode in OVERLAP_MODES else 1
+        return self.splits if modes.get(mode).micro_batched else 1

@@ -18,8 +18,9 @@ norms, tok_embeddings  -                            replicated (identical on eve
 The sharded model is a *parameter container*: its modules hold this rank's
 weights under the unsharded names (so gradients compare name by name with the
 unsharded model), but nothing calls its ``forward``. The schedules
-(``schedule.py``) compute with these weights through the explicit pieces of
-``units.py`` and issue every collective themselves through :class:`TPComm`:
+(``schedules.py``, through ``layers.py`` / ``segments.py``) compute with these weights
+through the explicit pieces of ``units.py`` and issue every collective themselves
+through a ``comm.Comm``, whose ``size`` and ``rank`` are the R and r sharded for here:
 
 * all-reduce TP — Megatron's *g* after the row-parallel ``wo``/``w2`` (forward,
   partial sums -> full) and *f* before the column-parallel ``wqkv``/``w13``/LM head
@@ -41,57 +42,16 @@ from __future__ import annotations
 import zlib
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from domino_prof.reference_model.comm import Comm, make_comm
 from domino_prof.reference_model.config import ModelConfig
 from domino_prof.reference_model.model import Transformer
 
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
-class TPComm:
-    """The TP process group: the three collectives the schedules issue. ``enabled=False``
-    skips every collective (``nocomm`` mode: a throughput upper bound whose numbers
-    are meaningless).
-
-    Each method returns a work handle when ``async_op`` (else None, done). Stream
-    hazards (NCCL): an async collective runs on the group's NCCL stream, which first
-    waits for the *current* stream, so its input is complete; ``work.wait()`` makes
-    the current stream wait for the NCCL stream without blocking the host; c10d keeps
-    the tensors alive (and recorded on its stream) until then. gloo: the collective
-    runs on gloo's threads and ``wait()`` blocks the host.
-    """
-
-    def __init__(self, group=None, *, enabled: bool = True) -> None:
-        self.group = group
-        self.enabled = enabled
-        self.size = dist.get_world_size(group) if dist.is_initialized() else 1
-        self.rank = dist.get_rank(group) if dist.is_initialized() else 0
-
-    def all_reduce(self, t: torch.Tensor, *, async_op: bool, op=dist.ReduceOp.SUM):
-        """In place: t <- Σ_ranks t (or max)."""
-        if not self.enabled or self.size == 1:
-            return None
-        return dist.all_reduce(t, op=op, group=self.group, async_op=async_op)
-
-    def all_gather(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
-        """out [R·n, ...] <- rank-ordered concatenation of every rank's t [n, ...]."""
-        if not self.enabled or self.size == 1:
-            out.copy_(t)
-            return None
-        return _all_gather(out, t, group=self.group, async_op=async_op)
-
-    def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
-        """out [n, ...] <- rows [r·n, (r+1)·n) of Σ_ranks t [R·n, ...]. gloo (CPU) has
-        reduce_scatter_tensor in the torch versions we pin, built inside gloo from an
-        all-reduce: CPU traces show it as ``gloo:all_reduce`` (docs/METRICS.md)."""
-        if not self.enabled or self.size == 1:
-            n = out.shape[0]
-            out.copy_(t[self.rank * n : (self.rank + 1) * n])
-            return None
-        return _reduce_scatter(out, t, group=self.group, async_op=async_op)
+def TPComm(group=None, *, enabled: bool = True) -> Comm:
+    """The old name (kept for callers of before ``comm.py``): the process group's Comm,
+    or with ``enabled=False`` the same group's :class:`~comm.SkipComm` (``nocomm``)."""
+    return make_comm("process-group" if enabled else "skip", group)
 
 
 # --- sharding ---------------------------------------------------------------------------
@@ -140,10 +100,11 @@ def build_reference(
 
 
 def shard_model(
-    cfg: ModelConfig, comm: TPComm, *, seed: int, device="cpu", dtype=torch.float32
+    cfg: ModelConfig, comm: Comm, *, seed: int, device="cpu", dtype=torch.float32
 ) -> Transformer:
-    """Build this rank's shard of ``Transformer(cfg)``: every full weight is
-    initialised (deterministically, on ``device``) and only this rank's part kept."""
+    """Build this rank's shard of ``Transformer(cfg)`` for ``comm.size`` ranks, rank
+    ``comm.rank`` (torch.distributed is not asked): every full weight is initialised
+    (deterministically, on ``device``) and only this rank's part kept."""
     tp, rank = comm.size, comm.rank
     with torch.device("meta"):
         model = Transformer(cfg)

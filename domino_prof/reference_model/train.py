@@ -27,9 +27,8 @@ import torch.distributed as dist
 
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
-from domino_prof.reference_model.config import OVERLAP_MODES, SP_MODES, RunConfig
-from domino_prof.reference_model.parallel import TPComm, shard_model
-from domino_prof.reference_model.schedule import StepRunner
+from domino_prof.reference_model.config import RunConfig
+from domino_prof.reference_model.schedule import build_runner
 
 EXIT_OOM = 3
 EXIT_CONFIG = 4
@@ -93,17 +92,8 @@ def _sync(device) -> None:
 def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -> dict:
     rank = dist.get_rank()
     dtype = DTYPES[cfg.dtype]
-    comm = TPComm(comm_group, enabled=(mode != "nocomm"))
-    model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
-    runner = StepRunner(
-        model,
-        comm,
-        splits=cfg.splits_for(mode),
-        overlap=mode in OVERLAP_MODES,
-        graphs=cfg.cuda_graphs,
-        compile=cfg.compile,
-        sp=mode in SP_MODES,
-    )
+    runner = build_runner(cfg, mode, device=device, dtype=dtype, group=comm_group)
+    model = runner.model
     # fused AdamW on CUDA: one kernel per parameter group, no full-size temporaries
     fused = {"fused": True} if device.type == "cuda" else {"foreach": True}
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, **fused)

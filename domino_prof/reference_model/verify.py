@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from domino_prof.reference_model.comm import Comm
 from domino_prof.reference_model.config import ModelConfig
-from domino_prof.reference_model.parallel import (
-    TPComm,
-    build_reference,
-    shard_model,
-    shard_tensor,
-)
+from domino_prof.reference_model.parallel import build_reference, shard_model, shard_tensor
 from domino_prof.reference_model.schedule import StepRunner
 
 
@@ -35,27 +31,30 @@ def reference_grads(cfg: ModelConfig, inp, tgt, *, seed: int, device, dtype) -> 
 
 def compare(
     cfg: ModelConfig,
-    comm: TPComm,
+    comm: Comm,
     ref_grads: dict,
     inp,
     tgt,
     *,
     splits: int,
-    overlap: bool,
     seed: int,
     device,
     dtype,
+    schedule: str | None = None,
+    overlap: bool = False,
     graphs: bool = False,
     sp: bool = False,
     compile: bool = False,
 ) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
-    With ``graphs`` the step runs twice (capture, then replay) and the second,
-    replayed step's gradients are compared."""
+    ``schedule``: a registered schedule name (or, without it, ``overlap`` / ``sp`` pick
+    tp / domino / sp / domino-sp). With ``graphs`` the step runs twice (capture, then
+    replay) and the second, replayed step's gradients are compared."""
     model = shard_model(cfg, comm, seed=seed, device=device, dtype=dtype)
     runner = StepRunner(
-        model, comm, splits=splits, overlap=overlap, graphs=graphs, sp=sp, compile=compile
-    )
+        model, comm, schedule=schedule, splits=splits, overlap=overlap, sp=sp, graphs=graphs,
+        compile=compile,
+    )  # fmt: skip
     loss = runner.step(inp, tgt)
     if graphs:  # the first step captured; check a replayed one (grads are overwritten)
         loss = runner.step(inp, tgt)
@@ -68,23 +67,26 @@ def compare(
 
 def train_losses(
     cfg: ModelConfig,
-    comm: TPComm | None,
+    comm: Comm | None,
     *,
     steps: int,
     mbs: int,
     seq: int,
     splits: int,
-    overlap: bool,
     seed: int,
+    overlap: bool = False,
     lr: float = 1e-3,
     sp: bool = False,
+    schedule: str | None = None,
 ) -> list[float]:
     """Losses of ``steps`` AdamW steps: sharded (comm given) or unsharded (comm None)."""
     if comm is None:
         model = build_reference(cfg, seed=seed)
     else:
         model = shard_model(cfg, comm, seed=seed)
-        runner = StepRunner(model, comm, splits=splits, overlap=overlap, sp=sp)
+        runner = StepRunner(
+            model, comm, schedule=schedule, splits=splits, overlap=overlap, sp=sp
+        )
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     for s in range(steps):

@@ -1,0 +1,156 @@
+"""Communication behind one small interface: the three collectives a schedule issues.
+
+A schedule never calls ``torch.distributed``: it launches a collective through a
+:class:`Comm` (asynchronously or not), keeps the :class:`Work` handle and waits on it
+where the reduced tensor is first read. ``size`` and ``rank`` are the TP degree R the
+model is sharded for and this process's place in it: sharding (``parallel.shard_model``)
+and the vocab-parallel head take them from the Comm, never from ``torch.distributed``,
+so a Comm may stand for a TP group that this one process only pretends to be in.
+
+Implementations:
+
+* :class:`ProcessGroupComm` — a torch.distributed process group (NCCL, gloo);
+* :class:`SkipComm` — every collective skipped (``nocomm``: a throughput upper bound
+  whose numbers are meaningless); the output buffers of a gather / scatter are still
+  written (a copy), so shapes and data flow are those of the real step. Works with
+  R > 1 in one process without ``torch.distributed`` initialised (rank r's shard).
+* next: an emulator (``emulate.py``) that waits as long as a measured profile says.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+
+
+class Work(Protocol):
+    def wait(self) -> None: ...
+
+
+class Comm(Protocol):
+    size: int  # the TP degree R the model is sharded for
+    rank: int  # this process's rank in the TP group
+    label: str  # "nccl" | "gloo" | "skip" | later "emulated (profile NAME)"
+    emulated: bool  # the collectives' *timing* is a stand-in (an emulator)
+    meaningful_numerics: bool  # the step's numbers (loss, gradients) are the real ones
+
+    def all_reduce(self, t: torch.Tensor, *, async_op: bool, op: str = "sum") -> Work | None:
+        """In place: t <- Σ_ranks t (``op="max"``: the elementwise max)."""
+        ...
+
+    def all_gather(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool) -> Work | None:
+        """out [R·n, ...] <- rank-ordered concatenation of every rank's t [n, ...]."""
+        ...
+
+    def reduce_scatter(
+        self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool
+    ) -> Work | None:
+        """out [n, ...] <- rows [r·n, (r+1)·n) of Σ_ranks t [R·n, ...]."""
+        ...
+
+
+class ProcessGroupComm:
+    """A TP process group (``None``: the default group; torch.distributed not
+    initialised: one rank, every collective a no-op or a copy).
+
+    Each method returns a work handle when ``async_op`` (else None, done). Stream
+    hazards (NCCL): an async collective runs on the group's NCCL stream, which first
+    waits for the *current* stream, so its input is complete; ``work.wait()`` makes
+    the current stream wait for the NCCL stream without blocking the host; c10d keeps
+    the tensors alive (and recorded on its stream) until then. gloo: the collective
+    runs on gloo's threads and ``wait()`` blocks the host.
+    """
+
+    emulated = False
+    meaningful_numerics = True
+
+    def __init__(self, group=None) -> None:
+        self.group = group
+        init = dist.is_initialized()
+        self.size = dist.get_world_size(group) if init else 1
+        self.rank = dist.get_rank(group) if init else 0
+        self.label = dist.get_backend(group) if init else "none"
+
+    def all_reduce(self, t: torch.Tensor, *, async_op: bool, op: str = "sum"):
+        if self.size == 1:
+            return None
+        return dist.all_reduce(t, op=_OPS[op], group=self.group, async_op=async_op)
+
+    def all_gather(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        if self.size == 1:
+            out.copy_(t)
+            return None
+        return _all_gather(out, t, group=self.group, async_op=async_op)
+
+    def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        """gloo (CPU) has reduce_scatter_tensor in the torch versions we pin, built inside
+        gloo from an all-reduce: CPU traces show it as ``gloo:all_reduce``
+        (docs/METRICS.md)."""
+        if self.size == 1:
+            out.copy_(t)
+            return None
+        return _reduce_scatter(out, t, group=self.group, async_op=async_op)
+
+
+class SkipComm:
+    """Every collective skipped (``nocomm``). all-reduce: nothing; all-gather: ``t``
+    copied into every rank's rows of ``out`` (one broadcast copy; R = 1: ``out = t``);
+    reduce-scatter: this rank's rows of ``t``. Nothing here needs torch.distributed,
+    so R > 1 runs in one process (rank ``rank``'s shard of a tp-R step)."""
+
+    label = "skip"
+    emulated = False
+    meaningful_numerics = False
+
+    def __init__(self, size: int = 1, rank: int = 0) -> None:
+        if not 0 <= rank < size:
+            raise ValueError(f"SkipComm: rank {rank} is not in a group of {size}")
+        self.size, self.rank = size, rank
+
+    def all_reduce(self, t: torch.Tensor, *, async_op: bool, op: str = "sum"):
+        return None
+
+    def all_gather(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        if self.size == 1:
+            out.copy_(t)
+        else:
+            out.view(self.size, *t.shape).copy_(t.unsqueeze(0))
+        return None
+
+    def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        n = out.shape[0]
+        out.copy_(t[self.rank * n : (self.rank + 1) * n])
+        return None
+
+
+class NoComm:
+    """Issues nothing, writes nothing (the executor's graph-capture pass: it only records
+    graphs, on garbage; no collective may be pending while a graph is captured)."""
+
+    def all_reduce(self, t, *, async_op: bool, op: str = "sum"):
+        return None
+
+    def all_gather(self, out, t, *, async_op: bool):
+        return None
+
+    def reduce_scatter(self, out, t, *, async_op: bool):
+        return None
+
+
+def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0) -> Comm:
+    """The Comm a mode's ``comm`` choice names (``modes.Mode.comm``): ``"process-group"``
+    or ``"skip"`` (R and rank of the process group, or ``size`` / ``rank`` if given)."""
+    if choice == "process-group":
+        return ProcessGroupComm(group)
+    if choice == "skip":
+        if size is None:
+            pg = ProcessGroupComm(group)
+            size, rank = pg.size, pg.rank
+        return SkipComm(size, rank)
+    raise ValueError(f"unknown comm choice {choice!r}; use process-group or skip")

@@ -1,0 +1,350 @@
+"""How a segment runs: eagerly, ``torch.compile``d, or as a CUDA graph (captured once,
+replayed after), on the compute stream or a side stream; and how a collective is
+launched and waited for. Knows nothing of schedules or of the model.
+
+CUDA graphs (``graphs=True``): the first step captures every segment, in program
+order, into one shared memory pool (one more pool for side-stream segments), and later
+steps replay them. Graph memory therefore equals the eager step's working set: what a
+segment frees, a later segment's capture reuses, and replays run in capture order.
+Collectives stay outside the graphs; every tensor a collective or another stream
+touches is a *kept* segment output (never freed, so never reused under a graph).
+During replay only the kept outputs are returned (the rest are None): a segment's
+other outputs may only be passed on to later segments, whose graphs captured them.
+
+With ``record=True`` the executor appends every event it executes to ``events``, in
+order: ``("run", key)`` for a segment (its deferred weight gradient first, if any),
+``("launch", key)`` for a collective, ``("wait", key)`` for a wait on one, where a key
+is ``(name, unit index, micro-batch)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+
+from domino_prof.reference_model.comm import Comm, NoComm
+
+_NULL = contextlib.nullcontext()
+_NO_COMM = NoComm()
+
+Key = tuple  # (segment or collective name, unit index, micro-batch)
+
+
+def _profiling() -> bool:
+    return torch._C._autograd._profiler_enabled()
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A segment to run first, inside the next segment that takes it (``pre=``): a
+    weight gradient, deferred so it overlaps a collective and adds no graph of its own
+    (never compiled: GEMMs into gradient buffers)."""
+
+    key: Key
+    fn: object
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A launched collective: what a schedule waits on (``work`` None: done already)."""
+
+    key: Key
+    work: object
+
+
+class EventWork:
+    """The work handle of a collective that ran inline (tp 1, nocomm) on a stream:
+    ``wait()`` orders the current stream after it, as c10d's work does."""
+
+    def __init__(self, ev) -> None:
+        self.ev = ev
+
+    def wait(self) -> None:
+        torch.cuda.current_stream().wait_event(self.ev)
+
+
+class _EmulatedGraph:
+    """CPU stand-in for ``torch.cuda.CUDAGraph`` (tests only): capture runs the segment
+    and remembers its input tensors; replay runs it again on those same tensors and
+    copies the results into the captured outputs, i.e. fixed addresses as in a real
+    graph. Lets the CPU tests check the schedule's data flow under graph semantics."""
+
+    def __init__(self, body, outs) -> None:
+        self.body, self.outs = body, outs
+
+    def replay(self) -> None:
+        new = self.body()
+        for o, n in zip(self.outs, new):
+            if isinstance(o, torch.Tensor):
+                o.copy_(n)
+
+
+class SegmentExecutor:
+    """Runs segments and collectives for one runner. ``mode`` is ``"eager"`` (also
+    while warming up), ``"capture"`` or ``"replay"``, set only by :meth:`step`."""
+
+    def __init__(
+        self,
+        comm: Comm,
+        *,
+        device: torch.device,
+        graphs: bool = False,
+        compile: bool = False,
+        side_stream: bool = False,
+        graph_inflight: int = 8,
+        record: bool = False,
+    ) -> None:
+        self.comm, self.graphs, self.compile = comm, graphs, compile
+        self.cuda = device.type == "cuda"
+        self.graph_inflight = graph_inflight
+        self.host_wait_s = 0.0  # time the host spent held back by the in-flight cap
+        self.events: list | None = [] if record else None
+        self.mode = "eager"
+        self.graph_store: dict = {}  # key -> (graph, kept outputs)
+        self._n_launch = 0
+        self._inflight: list = []
+        self._compiled: dict = {}
+        self._graph_key = None
+        self._pool = self._side_pool = None
+        self._cap_stream = None
+        self._statics: dict = {}
+        self._bufs: dict = {}
+        # a side stream for segments that must not wait for the compute stream's work
+        self.side = torch.cuda.Stream(device) if (self.cuda and side_stream) else None
+        self._held: list[torch.Tensor] = []  # eager side-stream tensors, until streams join
+
+    # -- a step: eager, or capture once then replay ---------------------------------------
+    def step(self, key, run):
+        """``run()`` issues one step (gradient buffers prepared, schedule run). Eager;
+        with graphs: captured on the first call for this ``key`` (input shapes), replayed
+        on every call."""
+        if not self.graphs:
+            return run()
+        if self._graph_key != key:
+            self._capture(run, key)
+        self.mode = "replay"
+        try:
+            return run()
+        finally:
+            self.mode = "eager"
+
+    def _capture(self, run, key) -> None:
+        """Warm up eagerly (lazy library init), then capture every segment in order."""
+        self.graph_store.clear()
+        self._statics.clear()
+        self._bufs.clear()
+        if self.cuda:
+            self._cap_stream = torch.cuda.Stream()
+            self._cap_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self._cap_stream):
+                run()
+            torch.cuda.current_stream().wait_stream(self._cap_stream)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # the warm-up's cached blocks cannot serve the pools
+            self._pool = torch.cuda.graph_pool_handle()
+            self._side_pool = torch.cuda.graph_pool_handle()
+        self.mode = "capture"
+        try:
+            run()
+        finally:
+            self.mode = "eager"
+        if self.cuda:
+            torch.cuda.synchronize()
+        self._graph_key = key
+
+    # -- segments -------------------------------------------------------------------------
+    def range(self, name: str):
+        """A profiler range, opened only while a profiler runs."""
+        return torch.profiler.record_function(name) if _profiling() else _NULL
+
+    def _fn(self, fn):
+        if not self.compile:
+            return fn
+        c = self._compiled.get(fn)
+        if c is None:
+            # one compiled variant per (unit kind, micro-batch role, first/last ...):
+            # more than dynamo's default 8 per function
+            for knob in ("recompile_limit", "cache_size_limit"):
+                if hasattr(torch._dynamo.config, knob):
+                    setattr(
+                        torch._dynamo.config, knob, max(64, getattr(torch._dynamo.config, knob))
+                    )
+            c = self._compiled[fn] = torch.compile(fn, fullgraph=True, dynamic=False)
+        return c
+
+    def run(
+        self, key: Key, fn, *args, keep: int = 1, side: bool = False, pre: Deferred | None = None
+    ):
+        """Run segment ``fn(*args)`` eagerly, or capture / replay it as a graph. The
+        first ``keep`` outputs are *kept* (returned in replay mode too); the rest are
+        returned only while capturing (replay: None) and may only be passed on to
+        other segments. ``pre``: a deferred segment run first, in the same graph.
+        ``side``: run on the side stream."""
+        if self.events is not None:
+            if pre is not None:
+                self.events.append(("run", pre.key))
+            self.events.append(("run", key))
+        side = side and self.side is not None
+        mode = self.mode
+        stream = self.side if side else None
+        if mode == "replay":
+            g, kept = self.graph_store[key]
+            with torch.cuda.stream(stream) if stream is not None else _NULL:
+                self._throttle()
+                g.replay()
+            return kept
+        f = self._fn(fn)
+
+        def body():
+            if pre is not None:
+                pre.fn(*pre.args)
+            return f(*args)
+
+        if mode == "eager":
+            if stream is None:
+                return body()
+            return self._on_side(body, args)
+        # capture
+        if self.cuda:
+            # capture_begin/end rather than `with torch.cuda.graph(...)`, which runs
+            # gc.collect() and empty_cache() around each of the hundreds of captures
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.stream(self._cap_stream):
+                # thread_local: another thread's CUDA calls (c10d's watchdog) stay legal
+                g.capture_begin(
+                    pool=self._side_pool if side else self._pool, capture_error_mode="thread_local"
+                )
+                try:
+                    outs = body()
+                finally:
+                    g.capture_end()
+        else:
+            outs = body()
+            g = _EmulatedGraph(body, outs)
+        self.graph_store[key] = (g, tuple(outs[:keep]) + (None,) * (len(outs) - keep))
+        return outs
+
+    def _throttle(self) -> None:
+        """Keep at most about ``graph_inflight`` graph launches queued ahead of the GPU.
+        Measured on H200 (torch 2.11, CUDA 13; reports/schedule-h200/README.md): the
+        deeper the queue of pending graph launches, the later each graph starts after its
+        predecessor ends — 40 → 70 µs idle per boundary as the queue grew, ~200 µs with
+        ~200 queued — while the host had long finished. A host that waits for the graph
+        launched ``graph_inflight`` ago loses nothing (that much work is still queued)
+        and avoids the stalls: domino with graphs + compile went from 100 to 84 ms/step.
+        The wait is counted in ``host_wait_s`` (it is not host work)."""
+        if self.graph_inflight <= 0 or not self.cuda:
+            return
+        every = max(1, self.graph_inflight // 4)  # an event every `every` launches
+        self._n_launch += 1
+        if self._n_launch % every:
+            return
+        ev = torch.cuda.Event()
+        ev.record()
+        self._inflight.append(ev)
+        if len(self._inflight) > 4:
+            t0 = time.perf_counter()
+            self._inflight.pop(0).synchronize()
+            self.host_wait_s += time.perf_counter() - t0
+
+    def _on_side(self, body, args):
+        """Eager side-stream segment. Its inputs come from the compute stream and its
+        outputs go back to it, so none of them may be recycled by the allocator while
+        the other stream can still touch them: they are held (``_held``) until the end
+        of the step, after the two streams have joined (:meth:`join_side`).
+        (``record_stream`` would do the same per tensor, but it makes every later
+        allocation poll an event per recorded block: measured several times slower host
+        issue on H200.)"""
+        self._held.extend(_tensors(args))
+        with torch.cuda.stream(self.side):
+            outs = body()
+        self._held.extend(o for o in outs if isinstance(o, torch.Tensor))
+        return outs
+
+    def side_ctx(self, side: bool = True):
+        return torch.cuda.stream(self.side) if (side and self.side is not None) else _NULL
+
+    def join_side(self) -> None:
+        """The compute stream waits for the side stream; held tensors are released (both
+        streams' uses are ordered before what follows)."""
+        if self.side is not None:
+            torch.cuda.current_stream().wait_stream(self.side)
+            self._held.clear()
+
+    # -- tensors fed from outside, buffers collectives write ------------------------------
+    def static(self, name: str, b: int, t: torch.Tensor) -> torch.Tensor:
+        """A graph input fed from outside (tokens, targets): one fixed buffer."""
+        if self.mode == "eager":
+            return t
+        key = (name, b)
+        if self.mode == "capture":
+            self._statics[key] = t.clone()
+        else:
+            self._statics[key].copy_(t)
+        return self._statics[key]
+
+    def buffer(self, key: Key, shape, dtype, device, side: bool = False) -> torch.Tensor:
+        """A buffer a collective writes (all-gather / reduce-scatter output). Graph mode:
+        allocated once at capture and kept, so its address is fixed for every replay.
+        ``side``: written on the side stream, read on the compute stream: allocated on
+        the side stream (so no compute-stream work still using a recycled block can race
+        the write) and held until the streams join at the end of the step (so it is not
+        recycled under the compute stream)."""
+        if self.mode == "replay":
+            return self._bufs[key]
+        if side and self.side is not None:
+            with torch.cuda.stream(self.side):
+                t = torch.empty(shape, dtype=dtype, device=device)
+            self._held.append(t)  # see _on_side
+        else:
+            t = torch.empty(shape, dtype=dtype, device=device)
+        if self.mode == "capture":
+            self._bufs[key] = t
+        return t
+
+    # -- collectives ----------------------------------------------------------------------
+    def launch(self, key: Key, collective: str, *args, async_op: bool, side: bool = False,
+               ordered: bool = False, **kw) -> Pending:  # fmt: skip
+        """Launch ``comm.<collective>(*args)`` (none while capturing: the capture pass only
+        records graphs, on garbage, and no collective may be pending while a graph is
+        captured). ``side``: issued from the side stream. ``ordered``: if it ran inline
+        (no work: tp 1, nocomm) and a side stream exists, the handle is an event on the
+        issuing stream, so the other stream still orders after it."""
+        if self.events is not None:
+            self.events.append(("launch", key))
+        comm = _NO_COMM if self.mode == "capture" else self.comm
+        with self.side_ctx(side):
+            w = getattr(comm, collective)(*args, async_op=async_op, **kw)
+            if ordered:
+                w = self.mark(w)
+        return Pending(key, w)
+
+    def mark(self, w=None):
+        """``w``, or (if None and a side stream exists) an event on the current stream."""
+        if w is None and self.side is not None:
+            ev = torch.cuda.Event()
+            ev.record()
+            return EventWork(ev)
+        return w
+
+    def wait(self, p: Pending | None, *, side: bool = False) -> None:
+        """Wait for a launched collective (``side``: the side stream waits)."""
+        if p is None:
+            return
+        if self.events is not None:
+            self.events.append(("wait", p.key))
+        if p.work is not None:
+            with self.side_ctx(side):
+                p.work.wait()
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, tuple | list):
+            yield from _tensors(a)

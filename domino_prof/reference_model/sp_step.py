@@ -1,0 +1,191 @@
+"""The operations of a sequence-parallel step (Megatron SP: sp, domino-sp), over
+(unit, micro-batch).
+
+Token order is sequence-major, (s, b), so a rank's sequence shard is a contiguous
+block of rows: rank r holds rows [r·T/R, (r+1)·T/R) of every [T, d] activation; norms,
+residuals and their gradients live on that shard only (1/R of the memory), the cores
+on the gathered sequence. A unit is
+
+    h_s ─ norm ─ n_s ─ all-gather ─ n ─ core ─ a ─ reduce-scatter ─ y_s ;  h_s + y_s
+
+* forward: ``norm(u, b)`` = the *chain*: wait for unit u−1's reduce-scatter, residual +
+  norm of u on the shard, launch the all-gather of its output; ``core(u, b)`` = wait
+  for that all-gather, the core on the whole sequence; ``scatter(u, b)`` = launch the
+  reduce-scatter of the core's partial sums; ``head_forward(b)``.
+* backward: ``head_dgrad(b)`` / ``core_dgrad(u, b)`` (waits for the all-gathered output
+  gradient, runs the deferred weight gradient of the micro-batch before, then u's core
+  backward; its own weight gradient is deferred into the next segment), then
+  ``scatter_bwd(u, b)`` (reduce-scatter of dn) and ``norm_bwd(u, b)`` = the chain back:
+  wait for that reduce-scatter, u's norm backward + residual on the shard, launch the
+  all-gathers of that gradient and of unit u−1's saved norm output (the weight gradient's
+  input: saved as its shard, gathered again, as Megatron does); ``embed_bwd(b)``.
+
+On CUDA with a side stream (domino-sp) the chains run on it, so neither stream waits
+for the other's compute; on CPU they run inline. Norm weights see only this rank's
+rows: :meth:`finish` sums their gradients over ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from domino_prof.reference_model import segments as S
+from domino_prof.reference_model.executor import Deferred, Pending
+from domino_prof.reference_model.layers import Layer, Unit
+from domino_prof.reference_model.step_base import StepBase
+
+
+@dataclass(slots=True)
+class ShardActs:
+    """What the chain and the core of (u, b) leave for the backward."""
+
+    h: torch.Tensor  # [Ts, d] the unit's input shard (residual stream)
+    rstd: torch.Tensor  # [Ts, 1] fp32
+    n: torch.Tensor  # [Ts, d] the norm output shard (gathered again for the wgrad)
+    core: tuple | None = None  # the core's saved tensors
+
+
+class ShardedStep(StepBase):
+    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor, n: int) -> None:
+        super().__init__(runner, tokens, targets, n, seq_major=True)
+        R, self.r = runner.comm.size, runner.comm.rank
+        self.Ts = self.T // R  # this rank's rows
+        self.d = self.model.cfg.dim
+        w = self.embedding.weights[0]
+        self.dt, self.dev = w.dtype, tokens.device
+        self.norm_grads = runner.sp_norm_grad_flat
+        self.units: list[Unit] = [*self.layers, self.head]
+        self.x: list = [None] * n  # b -> (h_s, y_s, reduce-scatter): next norm input h_s + y_s
+        self.ag: list = [None] * n  # b -> (gathered norm output, all-gather) for the next core
+        self.a: list = [None] * n  # b -> the core's partial sums (forward) or dn (backward)
+        self.acts: dict[tuple[int, int], ShardActs] = {}  # (unit, b)
+        self.g_s: list = [None] * n  # b -> gradient of the residual-stream shard
+        self.gag: list = [None] * n  # b -> (g gathered, its all-gather, n gathered, its all-gather)
+        self.rs: list = [None] * n  # b -> (dn shard, reduce-scatter) for the next chain
+        self.pre_wait: Pending | None = None  # the all-gather the deferred wgrad reads
+
+    def _buf(self, name: str, u: Unit, b: int, rows: int, side: bool = False) -> torch.Tensor:
+        return self.ex.buffer((name, u.index, b), (rows, self.d), self.dt, self.dev, side)
+
+    # -- forward -------------------------------------------------------------------------
+    def embed(self, b: int) -> None:
+        (h_s,) = self.ex.run(
+            ("emb", 0, b), S.seg_embed, self.tok[b], self.embedding.weights[0],
+            self.r * self.Ts, (self.r + 1) * self.Ts,
+        )  # fmt: skip
+        self.x[b] = (h_s, None, Pending(("emb", 0, b), self.ex.mark()))
+
+    def norm(self, u: Unit, b: int, *, async_op: bool) -> None:
+        """Unit u−1's reduce-scatter -> residual + norm of u on the shard -> all-gather of
+        the norm output (the chain; on the side stream where there is one)."""
+        ex = self.ex
+        h_s, y_s, w = self.x[b]
+        ex.wait(w, side=True)
+        n_s, h_s, rstd = ex.run(
+            ("N", u.index, b), S.seg_norm, h_s, y_s, u.weights[0], self.dims.eps, side=True
+        )
+        self.acts[u.index, b] = ShardActs(h=h_s, rstd=rstd, n=n_s)
+        n_full = self._buf("ag", u, b, self.T, side=True)
+        p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
+                      side=True, ordered=True)  # fmt: skip
+        self.ag[b] = (n_full, p)
+
+    def core(self, u: Layer, b: int) -> None:
+        n_full, p = self.ag[b]
+        self.ex.wait(p)
+        _, w_in, w_out = u.weights
+        a, *core = self.ex.run(
+            ("C", u.index, b), S.seg_core_fwd, u.kind, n_full, w_in, w_out, self.rope,
+            self.b_mb, self.dims,
+        )  # fmt: skip
+        self.acts[u.index, b].core = tuple(core)
+        self.a[b] = a
+
+    def scatter(self, u: Layer, b: int, *, async_op: bool) -> None:
+        """Reduce-scatter of the core's partial sums: the next norm's residual input."""
+        y_s = self._buf("rs", u, b, self.Ts)
+        p = self.ex.launch(("rs", u.index, b), "reduce_scatter", y_s, self.a[b],
+                           async_op=async_op, ordered=True)  # fmt: skip
+        self.x[b] = (self.acts[u.index, b].h, y_s, p)
+
+    def head_forward(self, b: int) -> None:
+        n_full, p = self.ag[b]
+        self.ex.wait(p)
+        self.losses.append(self._head_forward(b, n_full, None, sp=True))
+
+    # -- backward ------------------------------------------------------------------------
+    def head_dgrad(self, b: int) -> None:
+        dn, dl = self._head_dgrad(b, sp=True)
+        del self.head_acts[b]
+        w_out = self.head.weights[1]
+        args = (dl, self.head_n.pop(b), w_out.grad, self._first(("w", self.head.index)))
+        self.pre = Deferred(("W", self.head.index, b), S.seg_head_wgrad, args)
+        self.pre_wait = None
+        self.a[b] = dn
+
+    def core_dgrad(self, u: Layer, b: int) -> None:
+        g_full, wg, n_full, wn = self.gag[b]
+        self.ex.wait(wg)
+        self.ex.wait(self.pre_wait)  # the deferred weight gradient's gathered input
+        _, w_in, w_out = u.weights
+        acts = self.acts[u.index, b]
+        dn, *wgi = self.ex.run(
+            ("D", u.index, b), S.seg_core_dgrad, u.kind, g_full, acts.core, w_in, w_out,
+            self.rope_conj, self.b_mb, self.dims, pre=self._take_pre(),
+        )  # fmt: skip
+        acts.core = None
+        first = self._first(("w", u.index))
+        args = (u.kind, g_full, tuple(wgi), n_full, w_in.grad, w_out.grad, first)
+        self.pre = Deferred(("W", u.index, b), S.seg_wgrad, args)
+        self.pre_wait = wn
+        self.a[b] = dn
+
+    def scatter_bwd(self, u: Unit, b: int, *, async_op: bool) -> None:
+        """Reduce-scatter of dn (d loss / d u's norm output, partial over ranks)."""
+        dn_s = self._buf("rsb", u, b, self.Ts)
+        p = self.ex.launch(("rsb", u.index, b), "reduce_scatter", dn_s, self.a[b],
+                           async_op=async_op, ordered=True)  # fmt: skip
+        self.rs[b] = (dn_s, p)
+
+    def norm_bwd(self, u: Unit, b: int, *, async_op: bool) -> None:
+        """u's reduce-scattered dn -> its norm backward + residual on the shard ->
+        all-gathers of that gradient and of unit u−1's saved norm output."""
+        ex = self.ex
+        dn_s, w = self.rs[b]
+        ex.wait(w, side=True)
+        acts = self.acts.pop((u.index, b))
+        w_norm = u.weights[0]
+        (g_s,) = ex.run(
+            ("B", u.index, b), S.seg_norm_bwd, self.g_s[b], dn_s, acts.h, acts.rstd, w_norm,
+            w_norm.grad, self._first(("norm", u.index)), side=True,
+        )  # fmt: skip
+        self.g_s[b] = g_s
+        g_full = self._buf("gag", u, b, self.T, side=True)
+        wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
+                       side=True, ordered=True)  # fmt: skip
+        if u.index == 0:
+            self.gag[b] = (g_full, wg, None, None)
+            return
+        n_full = self._buf("nag", u, b, self.T, side=True)
+        n_below = self.acts[u.index - 1, b].n
+        wn = ex.launch(("nag", u.index, b), "all_gather", n_full, n_below, async_op=async_op,
+                       side=True, ordered=True)  # fmt: skip
+        self.gag[b] = (g_full, wg, n_full, wn)
+
+    def embed_bwd(self, b: int) -> None:
+        g_full, wg, _, _ = self.gag[b]
+        self.ex.wait(wg)
+        self.ex.wait(self.pre_wait)
+        self.pre_wait = None
+        self.ex.run(
+            ("E", 0, b), S.seg_scatter_add, self.tok[b], g_full, self.embedding.weights[0].grad,
+            keep=0, pre=self._take_pre(),
+        )  # fmt: skip
+
+    def finish(self) -> torch.Tensor:
+        self.ex.join_side()  # both streams' uses are ordered before what follows
+        # norm weights saw only this rank's rows: sum their gradients over ranks
+        self.ex.launch(("norm-grads", -1, 0), "all_reduce", self.norm_grads, async_op=False)
+        return super().finish()
