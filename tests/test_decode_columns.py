@@ -66,3 +66,25 @@ def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, monkeypa
         assert one == base, _diff(one, base)
     got = GD.document(path, name, workers=2)
     assert got == want, _diff(got, want)
+
+
+def test_the_cli_imports_only_the_command_it_runs():
+    """Start-up (issue 23): `domino-prof analyze ...` does not import check/report/run."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy; sys.argv = ['domino-prof', 'analyze', '--help']\n"
+        "try:\n    runpy.run_module('domino_prof.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('domino_prof.commands.')"
+        " and not m.startswith('domino_prof.commands._')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "['domino_prof.commands.analyze']", out.stderr
+    from domino_prof.cli import COMMANDS, _commands_to_register
+
+    assert _commands_to_register(["pytest", "analyze"]) == COMMANDS
+    assert _commands_to_register(["/usr/bin/domino-prof", "check", "x"]) == ("check",)
+    assert _commands_to_register(["/usr/bin/domino-prof", "--help"]) == COMMANDS
