@@ -88,3 +88,29 @@ def test_the_cli_imports_only_the_command_it_runs():
     assert _commands_to_register(["pytest", "analyze"]) == COMMANDS
     assert _commands_to_register(["/usr/bin/domino-prof", "check", "x"]) == ("check",)
     assert _commands_to_register(["/usr/bin/domino-prof", "--help"]) == COMMANDS
+
+
+@pytest.mark.parametrize("inflater", ["zlib", "auto"])
+def test_every_inflater_streams_the_same_text(tmp_path, monkeypatch, inflater):
+    """isal / zlib-ng when installed, the stdlib zlib otherwise (or when forced): the
+    same text, block by block, over two gzip members and trailing garbage."""
+    import gzip
+
+    from domino_prof.trace import read
+
+    monkeypatch.setenv("DOMINO_PROF_INFLATER", inflater if inflater == "zlib" else "")
+    monkeypatch.setattr(read, "BLOCK", 1000)
+    monkeypatch.setattr(read, "_READ", 100)
+    data = b"\xef\xbb\xbf" + b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d}' % i
+                                                              for i in range(3000)) + b"]}"
+    half = len(data) // 2
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]) + b"\0junk")
+    blocks = list(read.iter_blocks(p))
+    assert len(blocks) > 10 and b"".join(blocks) == data[3:]
+    assert read._read_bytes(p) == data[3:]
+    if inflater == "zlib":
+        assert read._inflater()[1] == "zlib"
+    p.write_bytes(gzip.compress(data)[:-30])
+    with pytest.raises(read._FileError, match="truncated gzip"):
+        list(read.iter_blocks(p))
