@@ -59,8 +59,8 @@ def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, monkeypa
     monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
     want = (GOLDEN / f"{name}.json").read_bytes()
     path = inputs[name]
-    files = sorted(path.iterdir())
-    for f in files[:1]:  # one file alone: its events split over 2 processes
+    if name == "tiled-2x4":  # one file alone: its chunks over 2 forked workers
+        f = sorted(path.iterdir())[0]
         one = GD.document(f, name, workers=2)
         base = GD.document(f, name, workers=1)
         assert one == base, _diff(one, base)
