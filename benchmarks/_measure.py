@@ -38,6 +38,31 @@ def _tree_rss(proc) -> int:
     return total
 
 
+def _pss_of(pid: int) -> int:
+    """Proportional set size of one process (shared pages split among their users),
+    from /proc/PID/smaps_rollup; 0 when unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_pss(proc) -> int:
+    """Summed PSS of ``proc`` and its descendants: pages shared between them (a
+    forked worker's inherited ones) count once."""
+    import psutil
+
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    return sum(_pss_of(p.pid) for p in procs)
+
+
 def measure(
     cmd: list[str],
     *,
@@ -47,7 +72,8 @@ def measure(
     env: dict | None = None,
     cwd: str | None = None,
 ) -> dict:
-    """Run ``cmd``; {wall_s, cpu_s, peak_rss_mb, rc, error?, stdout, stderr}."""
+    """Run ``cmd``; {wall_s, cpu_s, peak_rss_mb, peak_pss_mb, rc, error?, stdout, stderr}
+    (``peak_rss_mb``: the tree's summed RSS; ``peak_pss_mb``: its summed PSS)."""
     import psutil
 
     cpu0 = _cpu_children()
@@ -57,10 +83,11 @@ def measure(
         start_new_session=True,
     )  # fmt: skip
     proc = psutil.Process(p.pid)
-    peak = 0
+    peak = peak_pss = 0
     error = None
     while p.poll() is None:
         peak = max(peak, _tree_rss(proc))
+        peak_pss = max(peak_pss, _tree_pss(proc))
         if time.perf_counter() - t0 > timeout:
             error = f"timed out after {timeout:.0f} s"
         elif peak / 1e6 > rss_limit_mb:
@@ -75,6 +102,7 @@ def measure(
         "wall_s": wall,
         "cpu_s": _cpu_children() - cpu0,
         "peak_rss_mb": peak / 1e6,
+        "peak_pss_mb": peak_pss / 1e6,
         "rc": p.returncode,
         "stdout": out.decode("utf-8", "replace"),
         "stderr": err.decode("utf-8", "replace"),

@@ -19,6 +19,9 @@ GC off: the floor), ``domino-prof`` (``domino-prof analyze DIR -o out.json``: pa
 analyse, write the JSON document), ``HTA`` (``TraceAnalysis`` + ``get_comm_comp_overlap``).
 Targets: >= 20x faster than HTA on tiled-real, >= 10x on kernel-heavy; total <= 1.5x a
 bare decode of the same files.
+Repeats alternating with each ratio's spread, the kernel-flows set (300k flow events a
+rank) and the one-big-file set against its decode floor (with peak PSS): see
+``bench_vs_hta.py`` (issue 23).
 
 **One trace** (``--events``; the series the previous README table came from):
 For each size a realistic one-rank Kineto trace is generated once (by

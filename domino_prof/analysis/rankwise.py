@@ -256,6 +256,11 @@ def combine(
         )
     notes += tagged(_negative_duration_notes(metas), NEGATIVE_DURATION_TOPIC)
     notes += tagged(rank_metadata_problems(metas), "rank_metadata")
+    in_ns = [r for r, m in sorted(metas.items()) if getattr(m, "time_unit", "us") == "ns"]
+    if in_ns:
+        notes.append(Note(
+            f"rank(s) {in_ns}: ts/dur written in ns, not the µs of Chrome traces (read as µs "
+            "they would lie beyond the year 2100); read as ns", "time_unit"))  # fmt: skip
     for path, why in skipped:
         notes.append(Note(f"skipped {path}: {why}", SKIPPED))
     n_out = counts.get("n_outside", 0)

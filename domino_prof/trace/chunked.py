@@ -1,11 +1,18 @@
-"""Big files: the ``traceEvents`` array decoded in chunks (bounded memory, several cores).
+"""Big files: the ``traceEvents`` array decoded in chunks, streamed (bounded memory,
+every core).
 
-A file of ``parse._STREAM_BYTES`` or more (16 MB) is decoded in ~16 MB chunks cut at
-event boundaries of its ``traceEvents`` array, from a copy-on-write mmap, so only one
-chunk's structs are alive at a time (peak memory ~ one chunk + columns);
-``workers=N`` spreads the chunks of one file over N forked processes. Any doubt
+A file of ``parse._STREAM_BYTES`` or more (16 MB), or one asked to use several
+processes, is streamed (:func:`_parse_streaming`): its JSON text arrives in blocks from
+``read.iter_blocks`` (gzip inflated by a background thread, overlapping the decode),
+is cut into ~:data:`_CHUNK_TARGET` chunks at event boundaries of its ``traceEvents``
+array, and each chunk is decoded into columns (``decode._events_to_part``) and dropped:
+neither the whole JSON text nor all the decoded events are ever in memory, only the
+columns and a few chunks. With ``nproc`` > 1 the chunks go to ``nproc`` forked
+workers, each holding one chunk at a time, which send the chunk's columns back (the
+parent keeps them in file order and concatenates them column by column). Any doubt
 about a split and None comes back: the caller decodes the file whole instead (and
-reports any error precisely).
+reports any error precisely). A FIFO / pipe, read once into memory, is cut the same
+way from its buffer (:func:`_parse_buffer_in_chunks`).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from domino_prof.trace.decode import (
     _Parsed,
     _Part,
 )
-from domino_prof.trace.read import _read_bytes
+from domino_prof.trace.read import iter_blocks
 
 # --------------------------------------------------------------------------- #
 # Big files: the traceEvents array in chunks (bounded memory, several cores)   #
@@ -42,7 +49,7 @@ from domino_prof.trace.read import _read_bytes
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{\s*\"")
 _EVENTS_KEY = re.compile(rb"\"traceEvents\"\s*:\s*\[")
 _CHUNK_DEC = msgspec.json.Decoder(list[_Event])
-_CHUNK_TARGET = 16 * 1024 * 1024  # bytes of JSON per chunk: bounds the structs alive
+_CHUNK_TARGET = 8 * 1024 * 1024  # bytes of JSON per chunk: bounds the structs alive
 _SHARED: Any = None  # the buffer, inherited by forked chunk workers
 
 
@@ -185,41 +192,6 @@ def _decode_forked(buf, groups, base: int | None, sp: str) -> list[_Part] | None
     return parts if ok else None
 
 
-def _open_buffer(path: Path):
-    """A writable private view of the file's JSON: a copy-on-write mmap for plain
-    files (pages come from the page cache and can be dropped as we go), a
-    bytearray for gzip. Returns (buffer, close)."""
-    with path.open("rb") as f:
-        magic = f.read(2)
-        if magic != b"\x1f\x8b" and hasattr(mmap, "ACCESS_COPY"):
-            try:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-            except (OSError, ValueError):
-                mm = None
-            if mm is not None:
-                return mm, mm.close
-    data = _read_bytes(path, mutable=True)
-    return data, lambda: None
-
-
-def _parse_in_chunks(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed | None:
-    """Parse one file's events chunk by chunk (in ``nproc`` forked processes when
-    > 1); None when the layout is not plain Kineto or a chunk does not decode:
-    the caller then decodes the file whole (and reports any error precisely)."""
-    path = Path(path_s)
-    try:
-        buf, close = _open_buffer(path)
-    except OSError:
-        return None  # the plain path reports the read error
-    try:
-        return _parse_buffer_in_chunks(path_s, buf, rank_arg, nproc)
-    finally:
-        try:
-            close()
-        except BufferError:  # a view still exported (an exception in flight): GC frees it
-            pass
-
-
 def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) -> _Parsed | None:
     """:func:`_parse_in_chunks` on a writable buffer (mmap or bytearray) already read;
     the buffer is left as it was when this returns None (the caller decodes it whole)."""
@@ -262,3 +234,253 @@ def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) 
 def _tail(data, end: int) -> bytes:
     """What follows the events array's ']' (the rest of the top-level object)."""
     return bytes(data[data.find(b"]", end) + 1 :])
+
+
+# --------------------------------------------------------------------------- #
+# Streaming: blocks -> chunks of whole events -> columns                       #
+# --------------------------------------------------------------------------- #
+
+
+class _NotPlain(Exception):
+    """The file's layout is not one the streaming cut can trust: decode it whole."""
+
+
+_HEAD_LIMIT = 64 << 20  # no '"traceEvents": [' within this many bytes: not plain
+
+
+def _array_end(buf) -> tuple[int, int] | None:
+    """In the last piece of the events array (``buf[0] == '{'``): (end of the last
+    event, position of the array's ']'); None when it cannot be found for sure."""
+    pos = len(buf)
+    window = max(0, len(buf) - (1 << 20))
+    while True:
+        pos = buf.rfind(b"]", window, pos)
+        if pos < 0:
+            return None
+        j = pos - 1
+        while j > 0 and buf[j] in b" \t\r\n":
+            j -= 1
+        if buf[j] != ord("}"):
+            continue
+        try:
+            msgspec.json.decode(b'{"_": 0' + bytes(buf[pos + 1 :]))
+        except msgspec.DecodeError:
+            continue
+        return j + 1, pos
+
+
+def _wrap(buf, lo: int, hi: int) -> bytes:
+    """``'[' + buf[lo:hi] + ']'``: one copy."""
+    with memoryview(buf) as mv:
+        return b"".join((b"[", mv[lo:hi], b"]"))
+
+
+def _stream_chunks(blocks, target: int):
+    """Yield ``("head", bytes)`` (the text before the events array's first event),
+    then ``("chunk", b"[...]")`` per run of whole events, then ``("tail", bytes)``
+    (what follows the array's ']'). Raises :class:`_NotPlain`."""
+    buf = bytearray()
+    it = iter(blocks)
+    for block in it:
+        buf += block
+        m = _EVENTS_KEY.search(buf)
+        if m is None:
+            if len(buf) > _HEAD_LIMIT:
+                raise _NotPlain
+            continue
+        start = m.end()
+        while start < len(buf) and buf[start] in b" \t\r\n":
+            start += 1
+        if start >= len(buf):
+            continue  # the first event is in the next block
+        if buf[start] != ord("{"):
+            raise _NotPlain  # an empty array, or not objects
+        yield "head", bytes(buf[:start])
+        del buf[:start]
+        break
+    else:
+        raise _NotPlain
+    done = False
+    while not done:
+        block = next(it, None)
+        if block is None:
+            done = True
+        else:
+            buf += block
+            del block
+        while len(buf) > target:
+            m = _EVENT_GAP.search(buf, target)
+            if m is None:
+                break  # the next event boundary is in a later block
+            cut = buf.rfind(b"}", m.start(), m.end()) + 1
+            nxt = buf.find(b"{", cut, m.end())
+            yield "chunk", _wrap(buf, 0, cut)
+            del buf[:nxt]
+    end = _array_end(buf)
+    if end is None:
+        raise _NotPlain
+    j, pos = end
+    yield "chunk", _wrap(buf, 0, j)
+    yield "tail", bytes(buf[pos + 1 :])
+
+
+def _decode_chunk(chunk: bytes, base: int | None, sp: str) -> _Part:
+    try:
+        events = _CHUNK_DEC.decode(chunk)
+    except msgspec.ValidationError:
+        events = _LAX.decode(chunk)
+    part = _events_to_part(events, base, chunk, sp)
+    del events
+    return part
+
+
+def _stream_worker(tasks, results, sp: str) -> None:  # pragma: no cover - forked child
+    """Forked child: decode the chunks it is sent, send back each chunk's columns."""
+    gc.disable()
+    try:
+        while True:
+            msg = tasks.recv()
+            if msg is None:
+                break
+            base, chunk = msg
+            results.send(("ok", _decode_chunk(chunk, base, sp)))
+            del chunk, msg
+    except BaseException as e:  # noqa: BLE001 - anything: the parent falls back
+        try:
+            results.send(("fail", repr(e)))
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)
+
+
+class _Workers:
+    """``k`` forked chunk decoders, one chunk at a time each, results in order."""
+
+    def __init__(self, k: int, sp: str) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.procs, self.tasks, self.results = [], [], []
+        self.pending: list[int] = []  # worker of each chunk sent, not yet received
+        self.sent = 0
+        for _ in range(k):
+            t_recv, t_send = ctx.Pipe(duplex=False)
+            r_recv, r_send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_stream_worker, args=(t_recv, r_send, sp), daemon=True)
+            p.start()
+            t_recv.close()
+            r_send.close()
+            self.procs.append(p)
+            self.tasks.append(t_send)
+            self.results.append(r_recv)
+
+    def _receive(self) -> _Part:
+        w = self.pending.pop(0)
+        try:
+            status, payload = self.results[w].recv()
+        except (EOFError, OSError):
+            status, payload = "fail", "worker died"
+        if status != "ok":
+            raise _NotPlain(payload)
+        return payload
+
+    def submit(self, base: int | None, chunk: bytes) -> list[_Part]:
+        """Send ``chunk`` to the next worker; the parts that came back meanwhile
+        (a worker holds one chunk: its previous result is taken first)."""
+        out = []
+        if len(self.pending) >= len(self.procs):
+            out.append(self._receive())
+        w = self.sent % len(self.procs)
+        self.tasks[w].send((base, chunk))
+        self.pending.append(w)
+        self.sent += 1
+        return out
+
+    def drain(self) -> list[_Part]:
+        return [self._receive() for _ in range(len(self.pending))]
+
+    def close(self) -> None:
+        for t in self.tasks:
+            try:
+                t.send(None)
+                t.close()
+            except OSError:
+                pass
+        for r in self.results:
+            r.close()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _top_of(doc) -> dict:
+    return {
+        "distributedInfo": doc.distributedInfo,
+        "baseTimeNanoseconds": doc.baseTimeNanoseconds,
+        "deviceProperties": doc.deviceProperties,
+        "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
+    }
+
+
+def _parse_streaming(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed | None:
+    """Stream one file's events in chunks (module doc), on ``nproc`` forked workers
+    when > 1; None when the layout is not plain Kineto or a chunk does not decode
+    (the caller decodes the file whole)."""
+    import multiprocessing as mp
+
+    workers = None
+    if nproc > 1 and "fork" in mp.get_all_start_methods():
+        workers = _Workers(nproc, path_s)  # forked before the inflating thread starts
+    blocks = iter_blocks(Path(path_s))
+    parts: list[_Part] = []
+    base: int | None = None
+    head = b""
+    top_doc = None
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for kind, data in _stream_chunks(blocks, _CHUNK_TARGET):
+            if kind == "head":
+                head = data
+                try:
+                    doc = _STRICT.decode(head + b"]}")
+                except msgspec.MsgspecError:
+                    raise _NotPlain from None
+                if isinstance(doc, list):
+                    raise _NotPlain
+                base = doc.baseTimeNanoseconds
+            elif kind == "chunk":
+                if workers is None:
+                    parts.append(_decode_chunk(data, base, path_s))
+                else:
+                    parts.extend(workers.submit(base, data))
+                del data
+            else:  # tail: the whole top-level object, less its events
+                if workers is not None:
+                    parts.extend(workers.drain())
+                try:
+                    top_doc = _STRICT.decode(head + b"]" + data)
+                except msgspec.MsgspecError:
+                    raise _NotPlain from None
+                if isinstance(top_doc, list) or top_doc.traceEvents is None:
+                    raise _NotPlain
+                if top_doc.baseTimeNanoseconds != base:
+                    raise _NotPlain  # a base after the events: the chunks did without it
+    except (_NotPlain, msgspec.MsgspecError):
+        return None
+    finally:
+        blocks.close()
+        if workers is not None:
+            workers.close()
+        if gc_was:
+            gc.enable()
+    if top_doc is None or len({p.unit for p in parts} - {None}) > 1:
+        return None  # chunks disagree on the time unit: the whole file decides
+    meta = _meta_from_top(path_s, _top_of(top_doc), rank_arg)  # may raise a _FileError
+    return _finish(path_s, meta, parts)
+
+
+_parse_in_chunks = _parse_streaming  # the name tests/test_loader.py calls

@@ -8,6 +8,16 @@ measurements). The ``ph == "X"`` structs become numpy columns (names interned);
 and per-rank metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
 :func:`_parse_whole` decodes one file's text at once; ``chunked`` decodes a big one
 in pieces with the same :func:`_events_to_part` and :func:`_finish`.
+
+Begin/end pairs (``ph == "B"`` then ``"E"`` on one pid/tid, nested as a stack) are read
+as the complete events they describe: the row is the ``B`` (its name, category and
+args, at its place in the file) and its ``dur`` runs to the matching ``E``
+(:func:`_pair_begin_end`); a ``B`` never closed has ``dur`` 0.
+
+Time unit: Kineto writes µs. A trace whose ``ts`` read as µs would put its events
+beyond the year 2100 (``baseTimeNanoseconds`` + ts × 1000 > :data:`_NS_ABS_LIMIT`) was
+written in ns: its ``ts`` and ``dur`` are taken as integer ns, exactly, and
+``RankMeta.time_unit`` says so (the analysis turns it into a note).
 """
 
 from __future__ import annotations
@@ -83,14 +93,28 @@ class _TsDoc(msgspec.Struct, gc=False):
     traceEvents: list[_TsOnly] | None = None
 
 
+class _NsOnly(msgspec.Struct, frozen=True, gc=False):
+    ph: str = ""
+    ts: int | float = 0
+    dur: int | float = 0
+
+
+class _NsDoc(msgspec.Struct, gc=False):
+    traceEvents: list[_NsOnly] | None = None
+
+
 # A trace may also be a bare JSON array of events (Chrome "JSON Array Format").
 _STRICT = msgspec.json.Decoder(_Doc | list[_Event])
 _LAX = msgspec.json.Decoder(_Doc | list[_Event], strict=False)  # "12" -> 12 etc.
 _TS_EXACT = msgspec.json.Decoder(_TsDoc | list[_TsOnly])
+_NS_EXACT = msgspec.json.Decoder(_NsDoc | list[_NsOnly], strict=False)
 _GENERIC = msgspec.json.Decoder()
 
 # _us_to_ns is exact below 2**43 µs (about 100 days); beyond, decode decimals.
 _EXACT_TS_LIMIT_US = float(2**43)
+# 2100-01-01 in ns after the Unix epoch: a µs reading of ts beyond it means ns
+_NS_ABS_LIMIT = 4.1e18
+_ROW_PH = frozenset(("X", "B"))  # phases that become rows (B: with its matching E)
 
 _RANK_IN_NAME = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?!\d)")
 
@@ -304,17 +328,48 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
     return (hi * 1000.0).astype(np.int64) + np.rint((us - hi) * 1000.0).astype(np.int64)
 
 
-def _exact_ts_ns(sp: str, data: bytes) -> np.ndarray:
-    """Absolute µs timestamps decoded as decimals -> exact int64 ns (X events only)."""
+def _exact_ts_ns(sp: str, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute µs timestamps decoded as decimals -> exact int64 ns: (rows (X and B
+    events), E events)."""
     try:
         doc = _TS_EXACT.decode(data)
     except msgspec.MsgspecError as e:  # pragma: no cover - the fast decode succeeded
         raise _decode_error(sp, data, e) from None
     evs = doc if isinstance(doc, list) else doc.traceEvents or []
     q = Decimal(1)
-    return np.fromiter(
-        (int((e.ts * 1000).quantize(q, rounding=ROUND_HALF_EVEN)) for e in evs if e.ph == "X"),
-        dtype=np.int64,
+
+    def ns(ph: frozenset) -> np.ndarray:
+        return np.fromiter(
+            (int((e.ts * 1000).quantize(q, rounding=ROUND_HALF_EVEN)) for e in evs if e.ph in ph),
+            dtype=np.int64,
+        )
+
+    return ns(_ROW_PH), ns(frozenset("E"))
+
+
+def _exact_ints(values: list) -> np.ndarray:
+    """int | float values -> int64, ints exactly, floats rounded to the nearest."""
+    is_f = np.fromiter(map(isinstance, values, repeat(float)), bool, len(values))
+    if not is_f.any():
+        return np.array(values, dtype=np.int64).reshape(-1)
+    out = np.array([0 if f else v for v, f in zip(values, is_f.tolist())], np.int64).reshape(-1)
+    out[is_f] = np.rint(np.array([v for v in values if isinstance(v, float)], np.float64))
+    return out
+
+
+def _ns_fields(sp: str, data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A trace written in ns: exact int64 (ts of rows, dur of rows, ts of E events)."""
+    try:
+        doc = _NS_EXACT.decode(data)
+    except msgspec.MsgspecError as e:  # pragma: no cover - the fast decode succeeded
+        raise _decode_error(sp, data, e) from None
+    evs = doc if isinstance(doc, list) else doc.traceEvents or []
+    rows = [e for e in evs if e.ph in _ROW_PH]
+    ends = [e for e in evs if e.ph == "E"]
+    return (
+        _exact_ints([e.ts for e in rows]),
+        _exact_ints([e.dur for e in rows]),
+        _exact_ints([e.ts for e in ends]),
     )
 
 
@@ -366,6 +421,17 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
 
 
 @dataclass
+class _Ends:
+    """The ``E`` events of a run of events, and the rows that are ``B`` events."""
+
+    b_rows: np.ndarray  # int64, rows (of this run) that are B events
+    ts: np.ndarray  # int64 ns of each E
+    pid: list  # int | str
+    tid: list  # int | str
+    rows_before: np.ndarray  # int64, rows (of this run) before each E in the file
+
+
+@dataclass
 class _Part:
     """Columns of a run of events (a whole file, or one chunk of a big file).
 
@@ -377,6 +443,8 @@ class _Part:
     cats: dict[str, tuple[np.ndarray, list[str]]]
     str_rows: dict[str, tuple[np.ndarray, list[str]]]  # "pid"/"tid" -> (rows, values)
     meta_events: list[tuple[str, int | str, int | str, str]]  # (name, pid, tid, label)
+    unit: str | None = None  # "us" | "ns" (None: no timed event in this run)
+    ends: _Ends | None = None  # B/E events, when there are any
 
 
 def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list[str]] | None]:
@@ -393,23 +461,57 @@ def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list
 
 def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str) -> _Part:
     """Decoded events -> columns. ``src``: the bytes they came from (for exact ts)."""
+    phs = list(map(_PH, events))
+    kinds = set(phs)
     meta_events = [
         (e.name, e.pid, e.tid, e.args.name)
-        for e in compress(events, map("M".__eq__, map(_PH, events)))
+        for e in compress(events, map("M".__eq__, phs))
         if isinstance(e.args.name, str)
     ]
-    xs = list(compress(events, map("X".__eq__, map(_PH, events))))
+    begin_end = "B" in kinds or "E" in kinds
+    if begin_end:
+        is_row = list(map(_ROW_PH.__contains__, phs))
+        xs = list(compress(events, is_row))
+        es = list(compress(events, map("E".__eq__, phs)))
+    else:
+        xs = list(compress(events, map("X".__eq__, phs)))
+        es = []
+    del phs
     n = len(xs)
     ts_us = np.fromiter(map(attrgetter("ts"), xs), dtype=np.float64, count=n)
-    if base is None and n and float(np.abs(ts_us).max()) >= _EXACT_TS_LIMIT_US:
-        ts = _exact_ts_ns(sp, src)
-        assert len(ts) == n
-    else:
-        ts = _us_to_ns(ts_us)
+    e_us = np.fromiter(map(attrgetter("ts"), es), dtype=np.float64, count=len(es))
+    big = max(float(np.abs(ts_us).max()) if n else 0.0, float(np.abs(e_us).max()) if es else 0.0)
+    unit = None if not (n or es) else "ns" if (base or 0) + big * 1000.0 > _NS_ABS_LIMIT else "us"
+    if unit == "ns":
+        ts, dur, e_ts = _ns_fields(sp, src)
+        assert len(ts) == n and len(e_ts) == len(es)
         if base:
             ts += np.int64(base)
-    del ts_us
-    dur = _us_to_ns(np.fromiter(map(attrgetter("dur"), xs), dtype=np.float64, count=n))
+            e_ts += np.int64(base)
+    else:
+        if base is None and big >= _EXACT_TS_LIMIT_US:
+            ts, e_ts = _exact_ts_ns(sp, src)
+            assert len(ts) == n and len(e_ts) == len(es)
+        else:
+            ts, e_ts = _us_to_ns(ts_us), _us_to_ns(e_us)
+            if base:
+                ts += np.int64(base)
+                e_ts += np.int64(base)
+        dur = _us_to_ns(np.fromiter(map(attrgetter("dur"), xs), dtype=np.float64, count=n))
+    del ts_us, e_us
+    ends = None
+    if begin_end:
+        row_flags = np.array(is_row, dtype=bool)
+        b_rows = np.flatnonzero(np.fromiter(map("B".__eq__, map(_PH, xs)), bool, n))
+        dur[b_rows] = 0  # set from the matching E in _finish
+        e_pos = np.flatnonzero(np.fromiter(map("E".__eq__, map(_PH, events)), bool, len(events)))
+        ends = _Ends(
+            b_rows=b_rows.astype(np.int64),
+            ts=e_ts,
+            pid=[e.pid for e in es],
+            tid=[e.tid for e in es],
+            rows_before=np.cumsum(row_flags)[e_pos] if len(e_pos) else np.empty(0, np.int64),
+        )
     ints: dict[str, np.ndarray] = {"ts": ts, "dur": dur}
     str_rows = {}
     for col, get in (("pid", _PID), ("tid", _TID)):
@@ -425,7 +527,45 @@ def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str)
         "coll_name": _factorize(list(map(attrgetter("coll_name"), args))),
         "pg_name": _factorize(list(map(attrgetter("pg_name"), args))),
     }
-    return _Part(n=n, ints=ints, cats=cats, str_rows=str_rows, meta_events=meta_events)
+    return _Part(n=n, ints=ints, cats=cats, str_rows=str_rows, meta_events=meta_events,
+                 unit=unit, ends=ends)  # fmt: skip
+
+
+def _pair_begin_end(ints: dict[str, np.ndarray], parts: list[_Part], ids: dict) -> None:
+    """Set the ``dur`` of every B row from its matching E: per (pid, tid), the events
+    in time order (file order breaks ties) close the innermost open B (a stack)."""
+    if not any(p.ends is not None for p in parts):
+        return
+    rows, seq_r, e_ts, e_pid, e_tid, seq_e = [], [], [], [], [], []
+    offset = 0
+    for p in parts:
+        if p.ends is not None:
+            e = p.ends
+            rows.append(e.b_rows + offset)
+            e_ts.append(e.ts)
+            for raw, out, k in ((e.pid, e_pid, "pid"), (e.tid, e_tid, "tid")):
+                out.append(np.fromiter((ids[k][v] if isinstance(v, str) else v for v in raw),
+                                       np.int64, len(raw)))  # fmt: skip
+            seq_e.append(2 * (e.rows_before + offset) - 1)
+        offset += p.n
+    b = np.concatenate(rows)
+    n_b = len(b)
+    pid = np.concatenate([ints["pid"][b], *e_pid])
+    tid = np.concatenate([ints["tid"][b], *e_tid])
+    ts = np.concatenate([ints["ts"][b], *e_ts])
+    seq = np.concatenate([2 * b, *seq_e])
+    order = np.lexsort((np.arange(len(seq)), seq, ts, tid, pid))
+    dur = ints["dur"]
+    last = None
+    stack: list[int] = []
+    for i, p_, t_ in zip(order.tolist(), pid[order].tolist(), tid[order].tolist()):
+        if (p_, t_) != last:
+            last, stack = (p_, t_), []
+        if i < n_b:
+            stack.append(i)
+        elif stack:
+            j = stack.pop()
+            dur[b[j]] = ts[i] - ts[j]
 
 
 def _merge_cats(pieces: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
@@ -475,8 +615,12 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     """Parts of one file -> its sorted columns; string ids interned; metadata resolved."""
     n = sum(p.n for p in parts)
     meta.n_events = n
-    ints = {k: np.concatenate([p.ints[k] for p in parts]) for k in parts[0].ints}
-    cats = {k: _merge_cats([p.cats[k] for p in parts]) for k in parts[0].cats}
+    if "ns" in {p.unit for p in parts}:
+        meta.time_unit = "ns"
+    # one column at a time, each part's piece dropped once copied: peak is the
+    # columns plus one column, not twice the columns
+    ints = {k: np.concatenate([p.ints.pop(k) for p in parts]) for k in list(parts[0].ints)}
+    cats = {k: _merge_cats([p.cats.pop(k) for p in parts]) for k in list(parts[0].cats)}
     cats["cat"] = _modern_categories(*cats["cat"], meta)
     _clamp_negative_durations(ints, cats, meta)
     meta_events = [m for p in parts for m in p.meta_events]
@@ -495,6 +639,7 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
                 rows, vals = p.str_rows[k]
                 ints[k][rows + offset] = np.fromiter((ids[k][v] for v in vals), np.int64, len(vals))
             offset += p.n
+    _pair_begin_end(ints, parts, ids)
     meta.pid_labels = {v: s for s, v in ids["pid"].items()}
 
     def pid_of(v: int | str) -> int:
@@ -520,8 +665,12 @@ def _finish(path_s: str, meta: RankMeta, parts: list[_Part]) -> _Parsed:
     ts = ints["ts"]
     if n and not bool(np.all(ts[1:] >= ts[:-1])):  # sorted by ts, file order breaks ties
         order = np.argsort(ts, kind="stable")
-        ints = {k: v[order] for k, v in ints.items()}
-        cats = {k: (c[order], u) for k, (c, u) in cats.items()}
+        del ts
+        for k in list(ints):  # in place, one column at a time (bounded peak)
+            ints[k] = ints[k][order]
+        for k in list(cats):
+            c, u = cats[k]
+            cats[k] = (c[order], u)
     return _Parsed(path=path_s, meta=meta, ints=ints, cats=cats, n=n)
 
 

@@ -2,14 +2,14 @@
 (in-process or in pool workers; see ``pool.map_files``).
 
 Read the file (``read``), then decode it whole (``decode``) or, when it is big or
-``nproc`` > 1, in chunks (``chunked``); errors come back as values.
+``nproc`` > 1, streamed in chunks (``chunked``); errors come back as values.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from domino_prof.trace.chunked import _parse_buffer_in_chunks, _parse_in_chunks
+from domino_prof.trace.chunked import _parse_buffer_in_chunks, _parse_streaming
 from domino_prof.trace.decode import _parse_whole, _Parsed
 from domino_prof.trace.pool import _peak_bytes
 from domino_prof.trace.read import (
@@ -37,7 +37,7 @@ def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
     except OSError:
         size = 0
     if size >= _STREAM_BYTES or nproc > 1:
-        parsed = _parse_in_chunks(path_s, rank_arg, nproc)
+        parsed = _parse_streaming(path_s, rank_arg, nproc)
         if parsed is not None:
             return parsed
     return _parse_whole(path_s, _read_bytes(path), rank_arg)

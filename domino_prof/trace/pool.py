@@ -75,15 +75,19 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _plan_chunks(size: int, workers: int | None) -> int:
-    """Processes for one file (its events array is split among them).
+_SPLIT_BYTES = 64 * 1024 * 1024  # one file this big: its chunks on every core
 
-    Auto is 1: measured on 2 shared cores, forked chunk workers cost more CPU
-    (each result is pickled back) and about twice the peak memory of one
-    process streaming the chunks, for a wall-time gain that only shows on idle
-    cores. ``workers=N`` asks for the split explicitly."""
-    del size
-    return 1 if workers is None else max(1, workers)
+
+def _plan_chunks(size: int, workers: int | None) -> int:
+    """Processes for one file (its chunks are decoded by that many forked workers).
+
+    Auto: every core for a file of 64 MB of JSON or more, else 1. The workers are
+    streamed one chunk at a time and send back only columns (``chunked``), so the
+    split costs no memory beyond a chunk per worker; below 64 MB forking costs more
+    than it saves. ``workers=N`` asks for N explicitly."""
+    if workers is not None:
+        return max(1, workers)
+    return _cores() if size >= _SPLIT_BYTES else 1
 
 
 def _plan_workers(sizes: list[int], workers: int | None, *, peak_factor: float = 1.0) -> int:

@@ -1,15 +1,56 @@
-"""Reading a trace file's JSON text: plain files, gzip (inflated in-process with
-:mod:`zlib`, detected by its magic bytes, not the suffix), FIFOs and ``<(cmd)`` pipes
-(read exactly once, gzip inflated as it arrives). Errors are :class:`FileError`
-values that name the file, the problem and the fix (they pickle, so a worker process
-can send them back; the loader raises them as ``TraceError``)."""
+"""Reading a trace file's JSON text: plain files, gzip (inflated in-process, detected by
+its magic bytes, not the suffix), FIFOs and ``<(cmd)`` pipes (read exactly once, gzip
+inflated as it arrives). A UTF-8 byte-order mark before the JSON is read past.
+:func:`iter_blocks` streams a file's JSON text in blocks (the inflated text is never
+whole in memory; ``chunked`` decodes it block by block), inflating in a background
+thread so that gzip overlaps the decode. Errors are :class:`FileError` values that
+name the file, the problem and the fix (they pickle, so a worker process can send them
+back; the loader raises them as ``TraceError``).
+
+The inflater is the fastest installed of ``isal`` (ISA-L) and ``zlib-ng``
+(``pip install 'domino-prof[fast-gzip]'``), else the stdlib :mod:`zlib`; all three
+give the same bytes. ``DOMINO_PROF_INFLATER=zlib`` forces the stdlib one."""
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark: some editors and writers put it first
+
+
+def _inflater():
+    """(module with ``decompressobj(wbits=31)``, its name): the fastest installed."""
+    want = os.environ.get("DOMINO_PROF_INFLATER", "")
+    if want != "zlib":
+        try:
+            from isal import isal_zlib
+
+            return isal_zlib, "isal"
+        except ImportError:
+            pass
+        try:
+            from zlib_ng import zlib_ng
+
+            return zlib_ng, "zlib-ng"
+        except ImportError:
+            pass
+    return zlib, "zlib"
+
+
+def _strip_bom(data):
+    """``data`` without a leading UTF-8 BOM (the same object when there is none)."""
+    if data[:3] == BOM:
+        del_ok = isinstance(data, bytearray)
+        if del_ok:
+            del data[:3]
+            return data
+        return data[3:]
+    return data
 
 
 class _FileError(Exception):
@@ -43,6 +84,7 @@ def _read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
         data = _gunzip(bytes(data), sp)
         if mutable:
             data = bytearray(data)
+    data = _strip_bom(data)
     if not data[:4096].strip() and not data.strip():  # strip() copies: only when needed
         raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
     return data
@@ -51,12 +93,13 @@ def _read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
 def _gunzip(data: bytes, sp: str) -> bytes:
     """Inflate all gzip members; a stream that stops early is a truncated file."""
     parts = []
+    z = _inflater()[0]
     while data:
-        d = zlib.decompressobj(wbits=31)
+        d = z.decompressobj(wbits=31)
         try:
             parts.append(d.decompress(data))
             parts.append(d.flush())
-        except zlib.error as e:
+        except (zlib.error, z.error) as e:
             raise _FileError(
                 sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
             ) from None
@@ -119,6 +162,7 @@ def _read_stream(path: Path) -> bytearray:
                 gz.feed(chunk, out)
     if gz is not None:
         gz.finish()
+    out = _strip_bom(out)
     if not out.strip():
         raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
     return out
@@ -129,7 +173,8 @@ class _StreamGunzip:
 
     def __init__(self, sp: str) -> None:
         self.sp = sp
-        self.d = zlib.decompressobj(wbits=31)
+        self.z = _inflater()[0]
+        self.d = self.z.decompressobj(wbits=31)
         self.started = False  # the current member has received data
         self.ignore = False  # after the last member: trailing garbage
 
@@ -141,14 +186,14 @@ class _StreamGunzip:
             self.started = True
             try:
                 out += self.d.decompress(data)
-            except zlib.error as e:
+            except (zlib.error, self.z.error) as e:
                 raise _FileError(
                     self.sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
                 ) from None
             if not self.d.eof:
                 return
             data = self.d.unused_data
-            self.d = zlib.decompressobj(wbits=31)
+            self.d = self.z.decompressobj(wbits=31)
             self.started = False
 
     def finish(self) -> None:
@@ -178,3 +223,102 @@ def _uncompressed_size(path: Path) -> int:
         return isize
     except OSError:
         return 0
+
+
+# --------------------------------------------------------------------------- #
+# Streaming: a file's JSON text in blocks, inflated in a background thread     #
+# --------------------------------------------------------------------------- #
+
+BLOCK = 8 << 20  # bytes of JSON text a block holds (at least)
+_READ = 1 << 20  # bytes read from the file at a time
+
+
+def _raw_blocks(path: Path) -> Iterator[bytes]:
+    """The file's JSON text, gzip inflated, in blocks of about :data:`BLOCK` bytes
+    (the first without its BOM); errors as :class:`_FileError`."""
+    sp = str(path)
+    try:
+        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise _FileError(sp, "no such file", "check the path") from None
+    except PermissionError:
+        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+    except IsADirectoryError:
+        raise _FileError(sp, "is a directory", "pass the directory itself") from None
+    except OSError as e:
+        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+    out = bytearray()
+    gz: _StreamGunzip | None = None
+    first, seen = True, False
+    with f:
+        while True:
+            try:
+                chunk = f.read(_READ if gz is not None or first else BLOCK)
+            except OSError as e:
+                raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+            if not chunk:
+                break
+            if first:
+                first = False
+                if chunk[:2] == b"\x1f\x8b":
+                    gz = _StreamGunzip(sp)
+            if gz is None:
+                out += chunk
+            else:
+                gz.feed(chunk, out)
+            if len(out) >= BLOCK:
+                if not seen:
+                    out = _strip_bom(out)
+                    seen = bool(out)
+                yield bytes(out)
+                out = bytearray()
+    if gz is not None:
+        gz.finish()
+    if not seen:
+        out = _strip_bom(out)
+    if out:
+        yield bytes(out)
+
+
+def iter_blocks(path: Path, *, prefetch: int = 2) -> Iterator[bytes]:
+    """:func:`_raw_blocks` read (and inflated) by a background thread, up to
+    ``prefetch`` blocks ahead: zlib / ISA-L / zlib-ng release the GIL, so inflating
+    the next block overlaps decoding this one. A read error is raised here, in the
+    caller's thread. Closing the iterator early stops the thread."""
+    import queue
+
+    q: queue.Queue = queue.Queue(maxsize=max(1, prefetch))
+    stop = threading.Event()
+    end = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for block in _raw_blocks(path):
+                if not put(block):
+                    return
+            put(end)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+            put(e)
+
+    t = threading.Thread(target=produce, name="domino-prof-inflate", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join()

@@ -113,6 +113,7 @@ class RankMeta:
     # events whose ``dur`` was negative (read as 0): count per category, and the worst
     negative_durations: dict[str, int] = field(default_factory=dict)
     worst_negative: tuple[str, str, int] | None = None  # (cat, name, dur ns)
+    time_unit: str = "us"  # "ns" when the file's ts/dur were written in ns (read as such)
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""The decode into columns changes no number: the analysis documents of the committed
+fixtures and of small built sets (the real trace tiled, a gen_trace kernel-heavy pair)
+are byte-identical to those the code before the decode work (cd6e349) wrote, committed
+under tests/data/golden_cd6e349 by benchmarks/golden_docs.py. Whole-file, chunked and
+several-process decodes are all held to the same bytes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "data" / "golden_cd6e349"
+
+
+def _golden_module():
+    spec = importlib.util.spec_from_file_location("_golden_docs", ROOT / "benchmarks" / "golden_docs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+GD = _golden_module()
+NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    return GD.build_inputs(tmp_path_factory.mktemp("golden-inputs"))
+
+
+def _diff(got: bytes, want: bytes) -> str:
+    g, w = got.decode().splitlines(), want.decode().splitlines()
+    for a, b in zip(g, w):
+        if a != b:
+            return f"first differing line:\n got: {a[:300]}\nwant: {b[:300]}"
+    return f"{len(g)} lines against {len(w)}"
+
+
+def test_the_golden_set_is_complete():
+    assert NAMES == ["h200-domino", "h200-tp", "h200-two-stream", "kernel-heavy-30k", "tiled-2x4"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_documents_are_those_of_the_code_before(name, inputs):
+    want = (GOLDEN / f"{name}.json").read_bytes()
+    got = GD.document(inputs[name], name, workers=1)
+    assert got == want, _diff(got, want)
+
+
+@pytest.mark.parametrize("name", ["tiled-2x4", "kernel-heavy-30k", "h200-domino"])
+def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, monkeypatch):
+    """Every file decoded in many small chunks, on two processes per file."""
+    from domino_prof.trace import chunked, parse
+
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 1)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
+    want = (GOLDEN / f"{name}.json").read_bytes()
+    path = inputs[name]
+    if name == "tiled-2x4":  # one file alone: its chunks over 2 forked workers
+        f = sorted(path.iterdir())[0]
+        one = GD.document(f, name, workers=2)
+        base = GD.document(f, name, workers=1)
+        assert one == base, _diff(one, base)
+    got = GD.document(path, name, workers=2)
+    assert got == want, _diff(got, want)
+
+
+def test_the_cli_imports_only_the_command_it_runs():
+    """Start-up (issue 23): `domino-prof analyze ...` does not import check/report/run."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, runpy; sys.argv = ['domino-prof', 'analyze', '--help']\n"
+        "try:\n    runpy.run_module('domino_prof.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('domino_prof.commands.')"
+        " and not m.startswith('domino_prof.commands._')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "['domino_prof.commands.analyze']", out.stderr
+    from domino_prof.cli import COMMANDS, _commands_to_register
+
+    assert _commands_to_register(["pytest", "analyze"]) == COMMANDS
+    assert _commands_to_register(["/usr/bin/domino-prof", "check", "x"]) == ("check",)
+    assert _commands_to_register(["/usr/bin/domino-prof", "--help"]) == COMMANDS
+
+
+@pytest.mark.parametrize("inflater", ["zlib", "auto"])
+def test_every_inflater_streams_the_same_text(tmp_path, monkeypatch, inflater):
+    """isal / zlib-ng when installed, the stdlib zlib otherwise (or when forced): the
+    same text, block by block, over two gzip members and trailing garbage."""
+    import gzip
+
+    from domino_prof.trace import read
+
+    monkeypatch.setenv("DOMINO_PROF_INFLATER", inflater if inflater == "zlib" else "")
+    monkeypatch.setattr(read, "BLOCK", 1000)
+    monkeypatch.setattr(read, "_READ", 100)
+    data = b"\xef\xbb\xbf" + b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d}' % i
+                                                              for i in range(3000)) + b"]}"
+    half = len(data) // 2
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]) + b"\0junk")
+    blocks = list(read.iter_blocks(p))
+    assert len(blocks) > 10 and b"".join(blocks) == data[3:]
+    assert read._read_bytes(p) == data[3:]
+    if inflater == "zlib":
+        assert read._inflater()[1] == "zlib"
+    p.write_bytes(gzip.compress(data)[:-30])
+    with pytest.raises(read._FileError, match="truncated gzip"):
+        list(read.iter_blocks(p))
