@@ -5,6 +5,8 @@
 # --tp 2 --backend gloo on this tree. JSON under $OUT; a before/after table at the end
 # (no row's median slower than before by more than max(2 %, its before-spread)).
 # Usage: OUT=/some/dir bash benchmarks/gpu_refactor_check.sh
+#   REPS="1 2 3" (the repeats to run), SKIP_VERIFY=1 (bench only), BENCH_ARGS (e.g.
+#   "--variants eager,graphs")
 #   BEFORE=DIR: a checkout of cd6e349 (default: made from this repository's git, if any)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -22,7 +24,7 @@ fi
   echo "after: $(git -C "$AFTER" rev-parse HEAD 2>/dev/null || echo unknown)"
 } > "$OUT/env.txt" 2>&1
 ARGS=(--model llama3-3b --seq 1024 --mbs 2 ${BENCH_ARGS:-})
-for i in 1 2 3; do
+for i in ${REPS:-1 2 3}; do
   for side in before after; do
     dir=$BEFORE; [ "$side" = after ] && dir=$AFTER
     ( cd "$dir" && PYTHONPATH="$dir" timeout "${BENCH_S:-420}" python3 \
@@ -32,10 +34,12 @@ for i in 1 2 3; do
   done
 done
 export PYTHONPATH="$AFTER"
+[ "${SKIP_VERIFY:-0}" = 1 ] || {
 timeout "${VERIFY_S:-300}" python3 benchmarks/gpu_verify.py --tp 1 --out "$OUT/verify_tp1" \
   > "$OUT/verify_tp1.txt" 2>&1
 timeout "${VERIFY_S:-300}" python3 benchmarks/gpu_verify.py --tp 2 --backend gloo \
   --out "$OUT/verify_gloo_tp2" > "$OUT/verify_gloo_tp2.txt" 2>&1
+}
 python3 - "$OUT" <<'EOF'
 import json, statistics, sys
 from pathlib import Path
@@ -43,10 +47,7 @@ from pathlib import Path
 out = Path(sys.argv[1])
 rows = {}
 for side in ("before", "after"):
-    for i in (1, 2, 3):
-        p = out / f"bench_{side}_{i}.json"
-        if not p.exists():
-            continue
+    for p in sorted(out.glob(f"bench_{side}_*.json")):
         for r in json.loads(p.read_text())["rows"]:
             if "wall_ms" in r:
                 key = (r["schedule"], r["graphs"], r["compile"])
