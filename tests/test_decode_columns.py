@@ -7,6 +7,7 @@ several-process decodes are all held to the same bytes."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,31 @@ def _diff(got: bytes, want: bytes) -> str:
     return f"{len(g)} lines against {len(w)}"
 
 
+# Parts of the document that later work changed on purpose, none of them a number of the
+# decode: the default comm pattern (the emulated-comm family, issue 20), the
+# align_clocks option (issue 25), notes (new topics of issues 22 and 25), and the
+# findings / what-if (gains from the replay model, issue 21). Every other key -- every
+# table, total, launch, switch and cross-rank figure -- must equal cd6e349's.
+CHANGED_ON_PURPOSE = (
+    ("config", "comm_pattern"),
+    ("config", "align_clocks"),
+    ("notes",),
+    ("overheads", "notes"),
+    ("overheads", "findings"),
+    ("overheads", "whatif"),
+)
+
+
+def _numbers(doc: bytes) -> dict:
+    d = json.loads(doc)
+    for *parents, key in CHANGED_ON_PURPOSE:
+        node = d
+        for p in parents:
+            node = node.get(p, {})
+        node.pop(key, None)
+    return d
+
+
 def test_the_golden_set_is_complete():
     assert NAMES == ["h200-domino", "h200-tp", "h200-two-stream", "kernel-heavy-30k", "tiled-2x4"]
 
@@ -47,7 +73,7 @@ def test_the_golden_set_is_complete():
 def test_documents_are_those_of_the_code_before(name, inputs):
     want = (GOLDEN / f"{name}.json").read_bytes()
     got = GD.document(inputs[name], name, workers=1)
-    assert got == want, _diff(got, want)
+    assert _numbers(got) == _numbers(want), _diff(got, want)
 
 
 @pytest.mark.parametrize("name", ["tiled-2x4", "kernel-heavy-30k", "h200-domino"])
@@ -55,17 +81,19 @@ def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, monkeypa
     """Every file decoded in many small chunks, on two processes per file."""
     from domino_prof.trace import chunked, parse
 
-    monkeypatch.setattr(parse, "_STREAM_BYTES", 1)
-    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
     want = (GOLDEN / f"{name}.json").read_bytes()
     path = inputs[name]
+    whole = GD.document(path, name, workers=1)  # today's whole-file decode
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 1)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
     if name == "tiled-2x4":  # one file alone: its chunks over 2 forked workers
         f = sorted(path.iterdir())[0]
         one = GD.document(f, name, workers=2)
         base = GD.document(f, name, workers=1)
         assert one == base, _diff(one, base)
     got = GD.document(path, name, workers=2)
-    assert got == want, _diff(got, want)
+    assert _numbers(got) == _numbers(want), _diff(got, want)
+    assert got == whole, _diff(got, whole)
 
 
 def test_the_cli_imports_only_the_command_it_runs():

@@ -71,10 +71,10 @@ def test_a_timeout_that_is_not_positive_is_one_line(value, tmp_path):
 @pytest.mark.parametrize(
     ("cmd", "endings"),
     [
-        ("report", ".html, .htm"),
+        ("report", ".html, .htm, .pftrace"),
         ("compare", ".html, .htm"),
         ("baseline", ".json"),
-        ("analyze", ".json, .json.gz, .html, .htm"),
+        ("analyze", ".json, .json.gz, .html, .htm, .pftrace"),
         ("check", ".xml, .md"),
     ],
 )

@@ -61,10 +61,10 @@ def analyse_for_report(
         return not_analysed(mode, str(e))
 
 
-def _write_guard(out: Path, example: str) -> None:
+def _write_guard(out: Path, example: str, formats: dict = HTML_FORMATS) -> None:
     if out.is_dir():
         raise ConfigError(f"-o {out} is a directory; give a file name such as {out / example}")
-    guess_format(out, HTML_FORMATS)  # .html / .htm, as analyze and check check theirs
+    guess_format(out, formats)  # the suffixes this command writes, as every command checks
 
 
 def _size(p: Path) -> str:
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         modes, notes = target.select(mode, default="all")
         whole_run = target.is_run_dir and len(modes) == len(target.modes) > 0
         out = output or (target.path / "report.html" if whole_run else Path("report.html"))
-        _write_guard(out, "report.html")
+        _write_guard(out, "report.html", {**HTML_FORMATS, ".pftrace": "pftrace"})
         pftrace = str(out).lower().endswith(".pftrace")
         if pftrace:
             from domino_prof.export.perfetto import export_bytes, require

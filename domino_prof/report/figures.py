@@ -1077,7 +1077,8 @@ def whatif_sections(analysis: Any, *, run: dict | None = None) -> list[Section]:
             for s in w.get("scenarios") or ()]  # fmt: skip
     if w.get("explained"):
         add = w.get("gains_add")
-        cap = ("Each row replays the profiled step (the slowest rank's device wall) with one "
+        wall = "wall (all threads)" if _get(analysis, "mode") == "cpu" else "device wall"
+        cap = (f"Each row replays the profiled step (the slowest rank's {wall}) with one "
                "change; gain = replayed step - predicted step. "
                + ("" if add is None else
                   f"The fixes' gains {'add up' if add else 'do not add up'}: their sum "
