@@ -37,7 +37,7 @@ def modes_table(run: dict | None) -> Any:
 
 COMPARISON_CAPTION = (
     "timed step: median of the timed (unprofiled) steps, what the speedups compare; "
-    "hidden %: the profiled steps"
+    "[low, high]: 95% interval over the timed blocks; hidden %: the profiled steps"
 )
 NOCOMM_NOTE = (
     "nocomm skips every TP collective: its losses are meaningless; it is a throughput "
