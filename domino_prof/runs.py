@@ -23,6 +23,7 @@ only starts and watches processes) never needs them. No torch import.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,8 +338,12 @@ COMPARISON_COLUMNS: tuple[tuple[str, str, str], ...] = (
 _OPTIONAL_COLUMNS = ("issue_ms", "peak_mem_gb", "mfu")  # shown when some mode has them
 
 
-def comparison_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """(headers, cells) of the comparison table, formatted ("n/a" when missing)."""
+def comparison_table(
+    rows: list[dict], *, compact: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """(headers, cells) of the comparison table, formatted ("n/a" when missing).
+    ``compact`` (the CLI's 80 columns): an interval as "±P%", P the larger side of it
+    relative to the value, rounded up (conservative); else "[low, high]"."""
     cols = [
         c for c in COMPARISON_COLUMNS
         if c[0] not in _OPTIONAL_COLUMNS or any(r.get(c[0]) is not None for r in rows)
@@ -353,7 +358,11 @@ def comparison_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             cell = "n/a" if v is None else format(v, spec)
             lo, hi = r.get(f"{key}_low"), r.get(f"{key}_high")
             if v is not None and lo is not None and hi is not None:
-                cell += f" [{format(lo, spec)}, {format(hi, spec)}]"
+                if compact and v:
+                    pct = math.ceil(round(100 * max(hi - v, v - lo) / abs(v), 9))
+                    cell += f" ±{pct}%"
+                else:
+                    cell += f" [{format(lo, spec)}, {format(hi, spec)}]"
             line.append(cell)
         cells.append(line)
     return [c[1] for c in cols], cells

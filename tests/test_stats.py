@@ -154,6 +154,11 @@ def test_comparison_rows_carry_paired_ratios_and_intervals():
     assert cells[2] == ["domino", "8.00 [8.00, 16.00]", "32,000", "n/a",
                         "1.250 [0.625, 1.250]", "0.625 [0.312, 0.625]"]  # fmt: skip
     assert cells[0][4:] == ["1.000", "0.500 [0.500, 0.500]"]
+    # the CLI's 80 columns: the wider side, rounded up: (16 - 8)/8 = 100 %,
+    # (1.25 - 0.625)/1.25 = 50 %, (0.625 - 0.3125)/0.625 = 50 %; an empty interval ±0 %
+    _, cells = comparison_table(list(rows.values()), compact=True)
+    assert cells[2][1:] == ["8.00 ±100%", "32,000", "n/a", "1.250 ±50%", "0.625 ±50%"]
+    assert cells[0][4:] == ["1.000", "0.500 ±0%"]
 
 
 def test_verdict_says_within_noise_only_when_the_interval_holds_one():
