@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
-from domino_prof.runs import PRIMARY_MODE, Target, resolve
+from domino_prof.runs import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
     from domino_prof.analysis.baseline import RuleResult
@@ -205,8 +205,12 @@ def run_check(
     skip_bad: bool = False,
     scheduler: str | None = None,
     max_critical_comm_ms: float | None = None,
+    min_speedup: float | None = None,
 ) -> CheckOutcome:
-    """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input."""
+    """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input.
+
+    ``min_speedup`` (:func:`speedup_result`) gates the run's timed steps, not the
+    traces: with it alone nothing is analysed."""
     from domino_prof.analysis.baseline import (
         CheckRules,
         config_mismatch,
@@ -218,6 +222,21 @@ def run_check(
     from domino_prof.analysis.results import notes_about
 
     # Validate the options before the (possibly slow) load.
+    trace_rules = (min_hidden, max_exposed_ms, max_critical_comm_ms, baseline, max_drop)
+    if min_speedup is None and all(x is None for x in trace_rules):
+        raise OptionError(
+            f"no rule given: pass at least one of {opt('min_hidden')} PCT, "
+            f"{opt('max_exposed_ms')} MS, {opt('max_critical_comm')} MS, "
+            f"{opt('baseline')} FILE {opt('max_drop')} PP, {opt('min_speedup')} X"
+        )
+    if min_speedup is not None:
+        if not min_speedup > 0:
+            raise OptionError(
+                f"{opt('min_speedup')} {min_speedup} must be > 0 (a ratio of step times, "
+                f"e.g. {opt('min_speedup')} 1.0: at least as fast as the synchronous mode)"
+            )
+        if all(x is None for x in trace_rules):  # nothing to analyse
+            return _speedup_check(path, mode=mode, min_speedup=min_speedup)
     base_doc = read_baseline(baseline) if baseline is not None else None
     rules = CheckRules(
         min_hidden=min_hidden,
@@ -234,6 +253,8 @@ def run_check(
         memcpy_as_comm=memcpy_as_comm,
     )
     target = resolve(path)
+    if min_speedup is not None:
+        _needs_run(target)
     modes, notes = _gated_modes(target, mode, base_doc)
     results: list[RuleResult] = []
     for m in modes:
@@ -248,9 +269,74 @@ def run_check(
         notes += [tag + n for n in notes_about(analysis.notes, NEGATIVE_DURATION_TOPIC)]
         rows = evaluate(analysis, rules)
         results += [replace(r, mode=m) for r in rows] if m else rows
+        if min_speedup is not None:
+            results.append(speedup_result(target.run, m, min_speedup))
     return CheckOutcome(
         path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes
     )
+
+
+SPEEDUP_UNIT = "×"
+ALL_RANKS = -1  # a row about the whole run (the timed steps), not one rank
+
+
+def _needs_run(target: Target) -> None:
+    if target.run is None:
+        raise OptionError(
+            f"{target.path}: {opt('min_speedup')} gates the timed steps of a run directory "
+            "(run.json), and a trace has none; point at a directory written by "
+            f"`domino-prof run` or drop {opt('min_speedup')}"
+        )
+
+
+def _speedup_check(path: str | os.PathLike, *, mode: str | None, min_speedup: float):
+    from domino_prof.analysis.baseline import exit_code
+
+    target = resolve(path)
+    _needs_run(target)
+    modes, notes = target.select(mode, default="overlap", verb="checking")
+    results = [speedup_result(target.run, m, min_speedup) for m in modes]
+    return CheckOutcome(
+        path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes
+    )
+
+
+def speedup_result(run: Run, mode: str, limit: float) -> RuleResult:
+    """``check --min-speedup X`` for one mode: its speedup over its synchronous
+    counterpart (``runs.BASE_MODE``: domino vs tp, domino-sp vs sp; sp and nocomm vs tp),
+    the median of the paired block ratios (``runs.mode_ratio``). It passes only when
+    the 95% interval's lower bound is >= X, so a speedup within noise does not pass; a
+    run without the counterpart or without an interval (fewer than 6 blocks, a
+    run.json from before blocks) is n/a (exit 2)."""
+    from domino_prof.analysis.baseline import FAIL, NA, PASS, RuleResult
+    from domino_prof.runs import BASE_MODE, mode_ratio
+
+    base = BASE_MODE.get(mode)
+    row = {"rule": "min-speedup", "rank": ALL_RANKS, "limit": limit, "mode": mode,
+           "unit": SPEEDUP_UNIT, "scope": f"vs {base}, 95% low" if base else "all"}  # fmt: skip
+    where = run.path / "run.json"
+    if base is None:
+        return RuleResult(measured=None, verdict=NA, **row,
+                          message=f"{mode} is the reference of every speedup in {where}: "
+                          "pick an overlapped mode (domino, domino-sp)")  # fmt: skip
+    r = mode_ratio(run.doc["modes"], mode, base)
+    if r is None:
+        return RuleResult(measured=None, verdict=NA, **row,
+                          message=f"{base} did not run in {where}: no speedup of {mode} to "
+                          "gate (`domino-prof run --mode all`)")  # fmt: skip
+    if not r.has_interval:
+        why = (f"{r.n} timed blocks per mode, 6 needed" if r.n
+               else "written before timed blocks: no block times")  # fmt: skip
+        return RuleResult(measured=None, verdict=NA, **row,
+                          message=f"{mode} {r.value:.3f}× {base} has no 95% interval in "
+                          f"{where} ({why}): re-run `domino-prof run` (default "
+                          "--steps)")  # fmt: skip
+    ok = r.low >= limit
+    msg = (
+        f"{mode} {r.value:.3f}× {base}, 95% interval [{r.low:.3f}, {r.high:.3f}] over "
+        f"{r.n} blocks: lower bound {'>=' if ok else '<'} {limit:.3f}"
+    )
+    return RuleResult(measured=r.low, verdict=PASS if ok else FAIL, message=msg, **row)
 
 
 def baseline_document(
@@ -288,12 +374,20 @@ def baseline_document(
 
 
 # --------------------------------------------------------------------------- formatting
+def _value(x: float, unit: str) -> str:
+    if unit == "%":
+        return f"{x:.2f}%"
+    if unit == SPEEDUP_UNIT:
+        return f"{x:.3f}×"
+    return f"{x:.3f} ms"
+
+
 def _measured(r: RuleResult) -> str:
     if r.unit == "":
         return "present" if r.verdict == "pass" else "missing"
     if r.measured is None:
         return "n/a"
-    return f"{r.measured:.2f}%" if r.unit == "%" else f"{r.measured:.3f} ms"
+    return _value(r.measured, r.unit)
 
 
 def _limit(r: RuleResult) -> str:
@@ -301,8 +395,11 @@ def _limit(r: RuleResult) -> str:
         return "present"
     if r.limit is None:
         return "n/a"
-    value = f"{r.limit:.2f}%" if r.unit == "%" else f"{r.limit:.3f} ms"
-    return f"{r.op} {value}"
+    return f"{r.op} {_value(r.limit, r.unit)}"
+
+
+def _rank(r: RuleResult) -> str:
+    return "all" if r.rank == ALL_RANKS else str(r.rank)
 
 
 def _with_mode(results: list[RuleResult]) -> bool:
@@ -316,7 +413,7 @@ def _rows(results: list[RuleResult]) -> list[tuple[str, ...]]:
         (
             *((r.mode,) if mode else ()),
             r.label,
-            str(r.rank),
+            _rank(r),
             _measured(r),
             _limit(r),
             r.verdict.upper() if not r.ok else r.verdict,
@@ -418,7 +515,7 @@ def junit_xml(outcome: CheckOutcome | None, *, error: str | None = None) -> str:
                 suite,
                 "testcase",
                 classname=f"domino-prof.check.{r.rule.replace(' ', '-')}",
-                name=f"{r.mode + ': ' if mode else ''}{r.label} rank {r.rank}",
+                name=f"{r.mode + ': ' if mode else ''}{r.label} rank {_rank(r)}",
             )
             counts["tests"] += 1
             if r.verdict == "fail":

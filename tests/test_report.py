@@ -262,7 +262,8 @@ def test_mode_comparison_is_the_cli_table_with_neutral_bars():
     assert list(table.rows[2]) == ["domino", "2.50", "102", "40.0", "0.800", "0.400"]
     assert not sec.notes
     # the first line answers: does domino beat tp here, and by how much (timed steps)
-    assert sec.title == "Modes compared: domino 0.800× tp (slower)"
+    # (these modes have no timed blocks, so no interval: the verdict says so)
+    assert sec.title == "Modes compared: domino 0.800× tp (slower, no interval)"
     sec = F.mode_comparison({"comparison": comparison_rows({"domino": modes["domino"]})})
     assert sec.title == "Modes compared"
     assert sec.notes and "tp did not run" in sec.notes[0]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from domino_prof import stats
+
 pytest.importorskip("torch")
 
 RUN = [sys.executable, "-m", "domino_prof.cli", "run"]
@@ -34,7 +36,9 @@ def _leftover_ranks(out: Path) -> list[str]:
 
 def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     out = tmp_path / "run"
-    p = _run(["--out", str(out)])
+    # the default flags but fewer timed steps (the default's ~1 min is for the user's
+    # first verdict, not the suite): 6 blocks of 2, the fewest with a 95% interval
+    p = _run(["--out", str(out), "--steps", "12", "--block-steps", "2"])
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["schema"] == "domino-prof/run"
@@ -52,7 +56,13 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     dom = run["modes"]["domino"]
     n_steps = cfg["warmup_steps"] + cfg["timed_steps"] + 1 + cfg["profile_steps"]
     assert len(dom["losses"]) == n_steps
-    assert len(dom["step_times_ms"]) == cfg["timed_steps"]
+    assert len(dom["step_times_ms"]) == cfg["timed_steps"] == 12
+    # the timed steps in blocks, modes interleaved block by block on CPU
+    assert [len(b) for b in dom["blocks"]["steps"]] == [2] * 6
+    assert dom["blocks"]["interleaved"] is True
+    assert dom["step_times_ms"] == [t for b in dom["blocks"]["steps"] for t in b]
+    assert dom["blocks"]["medians_ms"] == [(a + b) / 2 for a, b in dom["blocks"]["steps"]]
+    assert dom["step_ms"] == stats.median(dom["blocks"]["medians_ms"])
     assert dom["tokens_per_s"] == pytest.approx(cfg["mbs"] * cfg["seq"] / dom["step_ms"] * 1e3)
     # no flags: every mode, so the first page can say whether domino beats tp
     modes = ["tp", "nocomm", "domino", "sp", "domino-sp"]
@@ -72,9 +82,16 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert any(n.startswith("nocomm: traces not analysed") for n in run["notes"])
     comp = {r["mode"]: r for r in run["comparison"]}
     tp_ms = run["modes"]["tp"]["step_ms"]
-    for mode in modes:  # one step time (timed steps) for every comparison
+    tp_blocks = run["modes"]["tp"]["blocks"]["medians_ms"]
+    assert comp["tp"]["speedup_vs_tp"] == 1.0 and tp_ms == stats.median(tp_blocks)
+    for mode in modes[1:]:  # one step time (timed steps) for every comparison
         assert comp[mode]["step_ms"] == run["modes"][mode]["step_ms"]
-        assert comp[mode]["speedup_vs_tp"] == tp_ms / run["modes"][mode]["step_ms"]
+        r = stats.paired_ratio(tp_blocks, run["modes"][mode]["blocks"]["medians_ms"])
+        assert (comp[mode]["speedup_vs_tp"], comp[mode]["speedup_vs_tp_low"],
+                comp[mode]["speedup_vs_tp_high"]) == (r.value, r.low, r.high)  # fmt: skip
+    assert [(v["mode"], v["base"]) for v in run["verdict"]] == [("domino", "tp"),
+                                                                ("domino-sp", "sp")]  # fmt: skip
+    assert "domino-sp" in p.stdout and "× sp [" in p.stdout  # the verdict line, with intervals
     html = (out / "report.html").read_text()
     assert len(html) > 1_000_000  # plotly.js inlined
     assert "Modes compared" in html and all(f"Mode: {m}" in html for m in modes)
@@ -209,7 +226,8 @@ def test_under_torchrun_rank0_assembles_the_run(tmp_path):
     out = tmp_path / "tr"
     p = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "-m", "domino_prof.cli", "run", "--tp", "2", "--device", "cpu", "--out", str(out)],
+         "-m", "domino_prof.cli", "run", "--tp", "2", "--device", "cpu", "--out", str(out),
+         "--steps", "4", "--block-steps", "2"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]

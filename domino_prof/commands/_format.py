@@ -26,7 +26,7 @@ def modes_table(run: dict | None) -> Any:
         )
         if x
     )
-    headers, cells = comparison_table(rows)
+    headers, cells = comparison_table(rows, compact=True)
     t = Table(title=title or None, caption=COMPARISON_CAPTION)
     for h in headers:
         t.add_column(h, justify="left" if h == "mode" else "right")
@@ -37,7 +37,8 @@ def modes_table(run: dict | None) -> Any:
 
 COMPARISON_CAPTION = (
     "timed step: median of the timed (unprofiled) steps, what the speedups compare; "
-    "hidden %: the profiled steps"
+    "±P%: the wider side of the 95% interval over the timed blocks (run.json and the "
+    "report give both ends); hidden %: the profiled steps"
 )
 NOCOMM_NOTE = (
     "nocomm skips every TP collective: its losses are meaningless; it is a throughput "

@@ -98,6 +98,15 @@ def check(
         float | None,
         typer.Option(metavar="PP", help="Tolerated hidden % drop vs --baseline, in points."),
     ] = None,
+    min_speedup: Annotated[
+        float | None,
+        typer.Option(
+            metavar="X",
+            help="Fail unless the 95% interval of each gated mode's speedup over its "
+            "synchronous mode (domino vs tp, domino-sp vs sp; a run directory's timed "
+            "steps) lies at or above X.",
+        ),
+    ] = None,
     op_pattern: Annotated[
         str | None,
         typer.Option(metavar="REGEX", help="Only comm launched by ops matching REGEX."),
@@ -156,6 +165,7 @@ def check(
             skip_bad=skip_bad,
             scheduler=scheduler,
             max_critical_comm_ms=max_critical_comm,
+            min_speedup=min_speedup,
         )
     except DominoProfError as e:
         text = message(e, cli=True)

@@ -19,6 +19,14 @@ from domino_prof.reference_model import modes as _modes
 Mode = Enum("Mode", {n.replace("-", "_"): n for n in (*_modes.names(), "all")}, type=str)
 
 
+# Timed steps by default: 50 blocks of 4 per mode. On the tiny preset at tp 2 on 2 CPU
+# cores that is about a minute of training for the five modes, and gives each ratio's
+# 95% interval (stats.py: ranks 18 and 33 of 50 paired block ratios) about ±5% at the
+# step-to-step noise measured there (README, "Timing noise").
+DEFAULT_TIMED_STEPS = 200
+DEFAULT_BLOCK_STEPS = 4
+
+
 def _under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or (
         "RANK" in os.environ
@@ -64,9 +72,14 @@ def print_comparison(run: dict) -> None:
 
     from domino_prof.commands._format import NOCOMM_NOTE, modes_table
 
+    from domino_prof.runs import verdict_text
+
     t = modes_table(run)
     if t is not None:
         Console().print(t)
+    verdict = verdict_text(run.get("verdict") or [])
+    if verdict:  # the answer, with its noise: "within noise" when the interval holds 1.0
+        print(f"verdict (timed steps, 95% intervals): {verdict}")
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
 
@@ -89,7 +102,15 @@ def register(app: typer.Typer) -> None:
         splits: int = typer.Option(2, help="Domino micro-batches per batch."),
         mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
         layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
-        steps: int = typer.Option(3, help="Timed steps per mode (after warm-up)."),
+        steps: int = typer.Option(
+            DEFAULT_TIMED_STEPS,
+            help="Timed steps per mode (after warm-up), in blocks of --block-steps.",
+        ),
+        block_steps: int = typer.Option(
+            DEFAULT_BLOCK_STEPS,
+            help="Timed steps per block: each block's median is one sample of the 95% "
+            "intervals; on CPU the modes take turns block by block.",
+        ),
         warmup: int = typer.Option(2, help="Warm-up steps per mode."),
         profile_steps: int = typer.Option(2, help="Profiled steps per mode."),
         device: str = typer.Option("auto", help="cuda, cpu, or auto."),
@@ -172,6 +193,7 @@ def register(app: typer.Typer) -> None:
             dtype=dtype if dtype != "auto" else ("bfloat16" if device == "cuda" else "float32"),
             warmup_steps=warmup,
             timed_steps=steps,
+            block_steps=block_steps,
             profile_steps=profile_steps,
             seed=seed,
             data=str(data) if data else None,

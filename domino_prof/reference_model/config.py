@@ -146,6 +146,7 @@ class RunConfig:
     dtype: str = "float32"
     warmup_steps: int = 2
     timed_steps: int = 3
+    block_steps: int = 4  # timed steps per block (stats.py; modes interleave by block on CPU)
     profile_steps: int = 2
     seed: int = 1234
     lr: float = 1e-4
@@ -216,6 +217,8 @@ class RunConfig:
             raise ConfigError(f"unknown dtype {self.dtype!r}; use float32 or bfloat16")
         if self.profile_steps < 1 or self.timed_steps < 1 or self.warmup_steps < 0:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
+        if self.block_steps < 1:
+            raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
         return self
 
     def to_dict(self) -> dict:

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from domino_prof import stats
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
 from domino_prof.reference_model.config import RunConfig
@@ -89,93 +90,212 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_mode(cfg: RunConfig, mode: str, *, device, out: Path, comm_group=None) -> dict:
-    rank = dist.get_rank()
+def _build(cfg: RunConfig, mode: str, *, device, comm_group=None):
+    """The mode's model and step runner (construction only, nothing timed)."""
     dtype = DTYPES[cfg.dtype]
     runner = build_runner(cfg, mode, device=device, dtype=dtype, group=comm_group)
-    model = runner.model
-    # fused AdamW on CUDA: one kernel per parameter group, no full-size temporaries
-    fused = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, **fused)
-    data = TokenSource(cfg, device)
-    losses: list[float] = []
-    step_times: list[float] = []
-    issue_times: list[float] = []
-    step = 0
+    return runner.model, runner
 
-    def one_step() -> float:
+
+# Interleave the modes' timed blocks when every mode's model and optimizer fit at once:
+# always on CPU for states up to this size per rank (the tiny preset needs ~60 MB for
+# all five modes); on CUDA never (each mode's peak memory is measured alone, and the
+# GPU presets do not fit five times over), so there the modes run whole, one after
+# the other, and block i of two modes is not the same moment.
+INTERLEAVE_MAX_BYTES = 4 * 2**30
+
+
+def interleaved(cfg: RunConfig) -> bool:
+    """Whether the modes' timed blocks alternate (A B C A B C ...). Decided from the
+    config alone, so every rank takes the same branch (gloo pairs collectives in order)."""
+    if cfg.device != "cpu" or len(cfg.modes) < 2:
+        return False
+    # fp32 weights, grads and two AdamW moments: 16 bytes per parameter, split over tp
+    per_mode = 16 * cfg.model.n_params() / cfg.tp
+    return per_mode * len(cfg.modes) <= INTERLEAVE_MAX_BYTES
+
+
+class ModeRun:
+    """One mode's model, optimizer and data, and what its steps measured: warm-up, then
+    timed blocks (called by the worker in its order), then the profiled steps."""
+
+    def __init__(self, cfg: RunConfig, mode: str, *, device, comm_group=None) -> None:
+        self.cfg, self.mode, self.device = cfg, mode, device
+        self.model, self.runner = _build(cfg, mode, device=device, comm_group=comm_group)
+        # fused AdamW on CUDA: one kernel per parameter group, no full-size temporaries
+        fused = {"fused": True} if device.type == "cuda" else {"foreach": True}
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, **fused)
+        self.data = TokenSource(cfg, device)
+        self.losses: list[float] = []
+        self.blocks: list[list[float]] = []  # timed step ms, one list per block
+        self.issue_blocks: list[list[float]] = []
+        self.memory = None
+        self.step = 0
+
+    def one_step(self) -> float:
         """One training step (the runner overwrites .grad, so no zero_grad). Returns the
         host issue time in ms: until the host has queued the whole step."""
-        nonlocal step
-        inp, tgt = data.batch(step)
+        runner = self.runner
+        inp, tgt = self.data.batch(self.step)
         held = runner.host_wait_s  # waits for the GPU under the graph in-flight cap
         t0 = time.perf_counter()
         loss = runner.step(inp, tgt)
         with torch.profiler.record_function("optimizer"):
-            opt.step()
+            self.opt.step()
         issued = (time.perf_counter() - t0 - (runner.host_wait_s - held)) * 1e3
-        losses.append(float(loss))  # host sync: also makes step timing honest
-        step += 1
+        self.losses.append(float(loss))  # host sync: also makes step timing honest
+        self.step += 1
         return issued
 
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    for _ in range(cfg.warmup_steps):
-        one_step()
-    for _ in range(cfg.timed_steps):
-        _sync(device)
-        t0 = time.perf_counter()
-        issue_times.append(one_step())
-        _sync(device)
-        step_times.append((time.perf_counter() - t0) * 1e3)
-    memory = None
-    if device.type == "cuda":
-        memory = {
-            "peak_allocated_gb": torch.cuda.max_memory_allocated(device) / 2**30,
-            "peak_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30,
+    def warm_up(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        for _ in range(self.cfg.warmup_steps):
+            self.one_step()
+
+    def timed_block(self, n: int) -> None:
+        times, issues = [], []
+        for _ in range(n):
+            _sync(self.device)
+            t0 = time.perf_counter()
+            issues.append(self.one_step())
+            _sync(self.device)
+            times.append((time.perf_counter() - t0) * 1e3)
+        self.blocks.append(times)
+        self.issue_blocks.append(issues)
+
+    def profile(self, out: Path) -> None:
+        cfg, device = self.cfg, self.device
+        if device.type == "cuda":
+            self.memory = {
+                "peak_allocated_gb": torch.cuda.max_memory_allocated(device) / 2**30,
+                "peak_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30,
+            }
+        mode_dir = out / self.mode
+        mode_dir.mkdir(parents=True, exist_ok=True)
+        trace_path = mode_dir / f"rank{dist.get_rank()}.pt.trace.json.gz"
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        kw = {}
+        if device.type == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+            try:  # Stream Wait Event edges for the stream-switch analysis
+                kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(
+                    enable_cuda_sync_events=True
+                )
+            except (AttributeError, TypeError):
+                pass
+        sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
+        with torch.profiler.profile(
+            activities=acts,
+            schedule=sched,
+            on_trace_ready=lambda p: _export_trace(p, trace_path),
+            **kw,
+        ) as prof:
+            for _ in range(1 + cfg.profile_steps):
+                self.one_step()
+                prof.step()
+        dist.barrier()
+
+    def result(self, *, interleave: bool) -> dict:
+        """The mode's entry of run.json: step_ms is the median of the block medians
+        (stats.py), the blocks themselves are kept."""
+        cfg = self.cfg
+        medians = stats.block_medians(self.blocks)
+        step_ms = stats.median(medians)
+        issue_ms = stats.median(stats.block_medians(self.issue_blocks))
+        tok_s = cfg.mbs * cfg.seq / (step_ms / 1e3)
+        device = self.device
+        peak = _peak_flops(
+            torch.cuda.get_device_name(device) if device.type == "cuda" else "", cfg.dtype
+        )
+        mfu = (cfg.model.flops_per_token(cfg.seq) * tok_s / (cfg.tp * peak)) if peak else None
+        est = stats.median_interval(medians)
+        return {
+            "trace_dir": self.mode,
+            "step_ms": step_ms,
+            "step_ms_interval": [est.low, est.high],
+            "step_times_ms": [t for b in self.blocks for t in b],
+            "blocks": {
+                "steps": self.blocks,  # timed step ms, block by block
+                "medians_ms": medians,
+                "interleaved": interleave,  # True: block i of every mode ran back to back
+                "method": stats.METHOD,
+            },
+            "issue_ms": issue_ms,
+            "issue_times_ms": [t for b in self.issue_blocks for t in b],
+            "memory": self.memory,
+            "tokens_per_s": tok_s,
+            "mfu": mfu,
+            "losses": self.losses,
+            "numerics": "meaningless (collectives skipped)" if self.mode == "nocomm" else "exact",
         }
 
-    mode_dir = out / mode
-    mode_dir.mkdir(parents=True, exist_ok=True)
-    trace_path = mode_dir / f"rank{rank}.pt.trace.json.gz"
-    acts = [torch.profiler.ProfilerActivity.CPU]
-    kw = {}
-    if device.type == "cuda":
-        acts.append(torch.profiler.ProfilerActivity.CUDA)
-        try:  # Stream Wait Event edges for the stream-switch analysis
-            kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(
-                enable_cuda_sync_events=True
-            )
-        except (AttributeError, TypeError):
-            pass
-    sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
-    with torch.profiler.profile(
-        activities=acts, schedule=sched, on_trace_ready=lambda p: _export_trace(p, trace_path), **kw
-    ) as prof:
-        for _ in range(1 + cfg.profile_steps):
-            one_step()
-            prof.step()
-    dist.barrier()
-    tokens = cfg.mbs * cfg.seq
-    step_ms = sorted(step_times)[len(step_times) // 2]
-    issue_ms = sorted(issue_times)[len(issue_times) // 2]
-    tok_s = tokens / (step_ms / 1e3)
-    peak = _peak_flops(
-        torch.cuda.get_device_name(device) if device.type == "cuda" else "", cfg.dtype
+
+def block_sizes(cfg: RunConfig) -> list[int]:
+    """The timed steps per block: ``block_steps`` each, a shorter last one for the rest."""
+    k = cfg.block_steps
+    return [k] * (cfg.timed_steps // k) + ([cfg.timed_steps % k] if cfg.timed_steps % k else [])
+
+
+def _header(cfg: RunConfig, mode: str) -> str:
+    return (
+        f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
+        f"mbs {cfg.mbs}, splits {cfg.splits_for(mode)}, "
+        f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
+        f"{', compiled' if cfg.compile else ''}"
     )
-    mfu = (cfg.model.flops_per_token(cfg.seq) * tok_s / (cfg.tp * peak)) if peak else None
-    return {
-        "trace_dir": mode,
-        "step_ms": step_ms,
-        "step_times_ms": step_times,
-        "issue_ms": issue_ms,
-        "issue_times_ms": issue_times,
-        "memory": memory,
-        "tokens_per_s": tok_s,
-        "mfu": mfu,
-        "losses": losses,
-        "numerics": "meaningless (collectives skipped)" if mode == "nocomm" else "exact",
-    }
+
+
+def _done(mode: str, r: dict) -> str:
+    return (
+        f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
+        f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}"
+    )
+
+
+def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
+    """Every mode of ``cfg``: {mode: run.json entry}. Interleaved (:func:`interleaved`):
+    build every mode, warm each up, then the timed blocks in turn (block 1 of every
+    mode, block 2 of every mode, ...), then each mode's profiled steps. Otherwise one
+    whole mode after the other: build, warm-up, its blocks, profile, free. Every rank
+    runs the same sequence (gloo and NCCL pair collectives in issue order)."""
+    rank = dist.get_rank()
+    sizes = block_sizes(cfg)
+    say = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
+    results: dict[str, dict] = {}
+    if interleaved(cfg):
+        runs = {}
+        for mode in cfg.modes:
+            say(_header(cfg, mode))
+            runs[mode] = ModeRun(cfg, mode, device=device, comm_group=comm_group)
+        for r in runs.values():
+            r.warm_up()
+        say(
+            f"[domino-prof] timed: {len(sizes)} blocks of {cfg.block_steps} steps per mode, "
+            f"modes interleaved block by block"
+        )
+        for n in sizes:
+            for r in runs.values():
+                r.timed_block(n)
+        for mode, r in runs.items():
+            r.profile(out)
+            results[mode] = r.result(interleave=True)
+            say(_done(mode, results[mode]))
+        return results
+    for mode in cfg.modes:
+        say(_header(cfg, mode))
+        r = ModeRun(cfg, mode, device=device, comm_group=comm_group)
+        r.warm_up()
+        for n in sizes:
+            r.timed_block(n)
+        r.profile(out)
+        results[mode] = r.result(interleave=False)
+        del r
+        if device.type == "cuda":  # the mode's model, optimizer and graphs are garbage now:
+            gc.collect()  # free their reference cycles (autograd ctx, graph pools)
+            torch.cuda.empty_cache()  # and give the memory back before the next mode
+        say(_done(mode, results[mode]))
+    return results
 
 
 def _versions(device) -> dict:
@@ -257,28 +377,8 @@ def worker(cfg: RunConfig, out: Path) -> int:
         return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
     _inject_fault(rank)
-    results = {}
     try:
-        for mode in cfg.modes:
-            if rank == 0:
-                print(
-                    f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
-                    f"mbs {cfg.mbs}, splits {cfg.splits_for(mode)}, "
-                    f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
-                    f"{', compiled' if cfg.compile else ''}",
-                    flush=True,
-                )
-            results[mode] = run_mode(cfg, mode, device=device, out=out)
-            if use_cuda:  # the mode's model, optimizer and graphs are garbage now:
-                gc.collect()  # free their reference cycles (autograd ctx, graph pools)
-                torch.cuda.empty_cache()  # and give the memory back before the next mode
-            if rank == 0:
-                r = results[mode]
-                print(
-                    f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
-                    f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}",
-                    flush=True,
-                )
+        results = run_modes(cfg, device=device, out=out)
     except torch.OutOfMemoryError:
         print(
             f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "

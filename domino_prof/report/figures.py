@@ -147,7 +147,8 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
         step = Card(
             "timed step",
             fmt(timed, ".2f", " ms"),
-            f"median of the timed (unprofiled) steps; profiled: {profiled} device wall",
+            f"median of the timed (unprofiled) steps{_ci(comparison, 'step_ms', '.2f')}; "
+            f"profiled: {profiled} device wall",
         )
     cards = [
         Card("comm hidden", fmt(hp, ".1f", " %"),
@@ -165,14 +166,17 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
             Card(
                 "speedup vs tp",
                 fmt(sp, ".3f", "×"),
-                "tp timed step / this mode's" if not _missing(sp) else "tp is not in this run",
+                f"tp timed step / this mode's{_ci(comparison, 'speedup_vs_tp', '.3f')}"
+                if not _missing(sp)
+                else "tp is not in this run",
             )
         )
         cards.append(
             Card(
                 "of nocomm",
                 fmt(fr, ".3f"),
-                "throughput / nocomm's (1.000 = comm is free)"
+                f"throughput / nocomm's (1.000 = comm is free)"
+                f"{_ci(comparison, 'frac_of_nocomm', '.3f')}"
                 if not _missing(fr)
                 else "nocomm is not in this run",
             )
@@ -188,6 +192,15 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
         f"hidden = comm time covered by compute on {where}."
     )
     return Section("headline", title or "Headline", cap, cards)
+
+
+def _ci(row: dict | None, key: str, spec: str) -> str:
+    """'; 95% interval [lo, hi]' of a comparison row's ``key`` (runs.comparison_rows),
+    '' when the row has none."""
+    lo, hi = (row or {}).get(f"{key}_low"), (row or {}).get(f"{key}_high")
+    if _missing(lo) or _missing(hi):
+        return ""
+    return f"; 95% interval [{format(lo, spec)}, {format(hi, spec)}]"
 
 
 def _ns_ms(x: object) -> float | None:
@@ -820,6 +833,13 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
         text=[fmt(c.get("speedup_vs_tp"), ".3f", "× vs tp") for c in comp],
         textposition="outside", hovertemplate="%{x}: %{y:.2f} ms per timed step<extra></extra>",
     ))  # fmt: skip
+    lows = [c.get("step_ms_low") for c in comp]
+    highs = [c.get("step_ms_high") for c in comp]
+    if all(not _missing(x) for x in lows + highs) and all(not _missing(x) for x in step):
+        fig.update_traces(error_y={  # the 95% interval of each mode's timed step
+            "type": "data", "symmetric": False, "color": "#555",
+            "array": [h - y for h, y in zip(highs, step)],
+            "arrayminus": [y - lo for lo, y in zip(lows, step)]})  # fmt: skip
     _base_layout(fig, height=320, showlegend=False)
     fig.update_yaxes(title="ms per timed step")
     headers, rows = comparison_table(comp)
@@ -827,36 +847,33 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     notes = []
     if "tp" not in modes:
         notes.append("tp did not run: no speedup to show (`domino-prof run --mode all`).")
-    answer = overlap_verdict(comp)
+    answer = overlap_verdict(comp, verdict=run.get("verdict"))
     if answer:
         title = f"{title}: {answer}"
     cap = (
         "Timed step per mode (median of the timed, unprofiled steps) from the same run: "
         "tp = plain tensor parallel, domino = overlapped micro-batches, nocomm = comm "
         "removed (the ceiling), sp / domino-sp = the same with sequence parallelism; "
-        "hidden % comes from the profiled steps."
+        "hidden % comes from the profiled steps. [low, high]: 95% intervals over the "
+        "timed blocks (domino_prof/stats.py); a ratio is 'within noise' when its "
+        "interval holds 1.000."
     )
     return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
 
 
-# each overlapped schedule against the synchronous one it replaces
-_VERDICT_PAIRS = (("domino", "tp"), ("domino-sp", "sp"))
+def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> str:
+    """'domino 0.962× tp [0.941, 0.983] (slower), domino-sp 1.004× sp [0.990, 1.020]
+    (within noise)': each overlapped mode's speed relative to its synchronous
+    counterpart with its 95% interval (run.json ``verdict``, ``runs.verdicts``); "within
+    noise" only when the interval holds 1.0. Without ``verdict`` (a run.json before
+    blocks): from the comparison rows' step times, said to have no interval. "" when
+    the run lacks a pair."""
+    from domino_prof.runs import verdict_text, verdicts
 
-
-def overlap_verdict(comp: list[dict]) -> str:
-    """'domino 0.725× tp (slower), domino-sp 0.998× sp (slower)': each overlapped mode's
-    speed relative to its synchronous counterpart, from the timed steps; "" when the
-    run lacks a pair."""
-    by = {str(c.get("mode")): c.get("step_ms") for c in comp}
-    parts = []
-    for mode, base in _VERDICT_PAIRS:
-        m, b = by.get(mode), by.get(base)
-        if _missing(m) or _missing(b) or not m:
-            continue
-        r = b / m
-        how = "faster" if r > 1 else "slower" if r < 1 else "the same"
-        parts.append(f"{mode} {r:.3f}× {base} ({how})")
-    return ", ".join(parts)
+    if verdict is None:
+        verdict = verdicts({str(c.get("mode")): {"step_ms": c.get("step_ms")} for c in comp
+                            if not _missing(c.get("step_ms"))})  # fmt: skip
+    return verdict_text(verdict)
 
 
 # --- compare two analyses ----------------------------------------------------------
