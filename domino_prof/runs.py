@@ -420,6 +420,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "devices": res["devices"],
         "backend": res["backend"],
         "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
+        "cpu_count": _cores(),  # the cores the ranks shared (the report's CPU-threads section)
         "modes": modes,
         "notes": [],
         "status": STATUS_COMPLETE,
@@ -466,7 +467,37 @@ def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     run["comparison"] = comparison_rows(timed)
     run["verdict"] = verdicts(timed)
     _write_report(out, run, analyses, failed)
+    _write_pftraces(out, run, analyses)
     write_run(out, run)
+
+
+def _cores() -> int | None:
+    """The cores this process may run on (its affinity, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
+    """RUN_DIR/<mode>/trace.pftrace per analysed mode, when the perfetto extra is
+    installed (``pip install 'domino-prof[perfetto]'``); else one note says how."""
+    if not analyses:
+        return
+    from domino_prof.errors import DominoProfError
+    from domino_prof.export import perfetto
+
+    if not perfetto.available():
+        run["notes"].append(
+            "no Perfetto traces: pip install 'domino-prof[perfetto]' and run "
+            "`domino-prof run --reanalyze` to write <mode>/trace.pftrace"
+        )
+        return
+    dirs = {m: out / run["modes"][m]["trace_dir"] for m in analyses}
+    try:
+        perfetto.write_run_exports(out, analyses, dirs)
+    except DominoProfError as e:
+        run["notes"].append(f"no Perfetto traces: {e}")
 
 
 def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) -> None:
