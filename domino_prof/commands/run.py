@@ -26,7 +26,7 @@ class Mode(str, Enum):
 # Timed steps by default: 50 blocks of 4 per mode. On the tiny preset at tp 2 on 2 CPU
 # cores that is about a minute of training for the five modes, and gives each ratio's
 # 95% interval (stats.py: ranks 18 and 33 of 50 paired block ratios) about ±5% at the
-# step-to-step noise measured there (README, "Timing noise").
+# step-to-step noise measured there on a quiet machine (README, the main job).
 DEFAULT_TIMED_STEPS = 200
 DEFAULT_BLOCK_STEPS = 4
 
