@@ -19,10 +19,10 @@ from domino_prof.reference_model import modes as _modes
 Mode = Enum("Mode", {n.replace("-", "_"): n for n in (*_modes.names(), "all")}, type=str)
 
 
-# Timed steps by default: 50 blocks of 4 per mode. On the tiny preset at tp 2 on 2 CPU
-# cores that is about a minute of training for the five modes, and gives each ratio's
-# 95% interval (stats.py: ranks 18 and 33 of 50 paired block ratios) about ±5% at the
-# step-to-step noise measured there (README, "Timing noise").
+# Timed steps by default: 50 blocks of 4 per mode (stats.py: the interval is ranks 18
+# and 33 of 50 paired block ratios). On the tiny preset at tp 2 on the shared 2-core
+# machine (load 0.5-5.7) that was 86-90 s of timed steps for the five modes and
+# intervals of ±5.8-9.0% (README, the main job): short of ±5% under that load.
 DEFAULT_TIMED_STEPS = 200
 DEFAULT_BLOCK_STEPS = 4
 
