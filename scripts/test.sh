@@ -22,7 +22,7 @@ domino-prof check tests/data/h200_llama3_3b_2layers_tp2 --mode domino \
 cpu_tmp="$(mktemp -d)"
 trap 'rm -rf "$cpu_tmp"' EXIT   # removed however the script ends (pass, fail, Ctrl-C)
 cpu_run="$cpu_tmp/cpu-run"
-domino-prof run --device cpu --tp 2 --out "$cpu_run" --no-analyze   # every mode (~10 s)
+domino-prof run --device cpu --tp 2 --out "$cpu_run" --no-analyze --steps 24 --block-steps 2   # every mode, 12 blocks (~20 s)
 # check of a run directory gates the modes that overlap by design, domino and domino-sp
 # (tp and sp hide 0 % by design, nocomm has no comm). On CPU they hide 14–53 % and
 # 15–34 % per rank; 5 % flags "overlap gone" without flaking
