@@ -124,47 +124,18 @@ def _is_regular(path: Path) -> bool:
         return True  # let the read report the problem
 
 
-_STREAM_READ = 1 << 20
-
-
 def _read_stream(path: Path) -> bytearray:
     """The JSON text of a FIFO, a ``<(cmd)`` pipe or another non-regular file, read
-    exactly once (a second open would block on a FIFO or miss what was read), in 1 MB
-    reads; gzip is inflated as the data arrives, so the compressed bytes are never
-    all held. Errors as for files."""
-    sp = str(path)
-    try:
-        f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        raise _FileError(sp, "no such file", "check the path") from None
-    except PermissionError:
-        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
-    except OSError as e:
-        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+    exactly once (a second open would block on a FIFO or miss what was read): the
+    blocks of :func:`_raw_blocks`, so gzip is inflated as the data arrives and the
+    compressed bytes are never all held. Errors as for files."""
     out = bytearray()
-    gz: _StreamGunzip | None = None
-    first = True
-    with f:
-        while True:
-            try:
-                chunk = f.read(_STREAM_READ)
-            except OSError as e:
-                raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
-            if not chunk:
-                break
-            if first:
-                first = False
-                if chunk[:2] == b"\x1f\x8b":
-                    gz = _StreamGunzip(sp)
-            if gz is None:
-                out += chunk
-            else:
-                gz.feed(chunk, out)
-    if gz is not None:
-        gz.finish()
-    out = _strip_bom(out)
+    for block in _raw_blocks(path):
+        out += block
     if not out.strip():
-        raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
+        raise _FileError(
+            str(path), "empty file", "re-export the trace (the profiler wrote nothing)"
+        )
     return out
 
 
