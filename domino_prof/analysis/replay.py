@@ -145,6 +145,28 @@ def _fit_delays(start, end, dst, src, from_start, tau, n):
     return np.maximum(delay, 0).astype(np.int64), binding
 
 
+class _Edges:
+    """A graph's edges as its builder adds them: ``dst`` after ``src`` (edge kind ``ek``),
+    from ``src``'s start (``fs``) or end, at least ``tau`` ns later."""
+
+    _DTYPES = {"dst": np.int64, "src": np.int64, "ek": np.int8, "fs": bool, "tau": np.int64}
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in self._DTYPES}
+
+    def add(self, d, s, k, from_start, t) -> None:
+        d = np.asarray(d, np.int64)
+        self.parts["dst"].append(d)
+        self.parts["src"].append(np.asarray(s, np.int64))
+        self.parts["ek"].append(np.full(len(d), k, np.int8))
+        self.parts["fs"].append(np.full(len(d), from_start, bool))
+        self.parts["tau"].append(np.broadcast_to(np.asarray(t, np.int64), d.shape).copy())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.zeros(0, self._DTYPES[k])
+                for k, v in self.parts.items()}  # fmt: skip
+
+
 def _prev_on_lane(lane: np.ndarray, start: np.ndarray, end: np.ndarray):
     """(dst, src) pairs: each node after the previous node of its lane (by start)."""
     order = np.lexsort((end, start, lane))
@@ -234,15 +256,8 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
     is_launch = np.concatenate([np.zeros(nd, bool), h_launch])
     name = np.concatenate([iv["name"].astype(str).to_numpy(dtype=object),
                            h_api])  # fmt: skip
-    dst, src, ek, fs, tau = [], [], [], [], []
-
-    def add(d, s, k, from_start, t):
-        d = np.asarray(d, np.int64)
-        dst.append(d)
-        src.append(np.asarray(s, np.int64))
-        ek.append(np.full(len(d), k, np.int8))
-        fs.append(np.full(len(d), from_start, bool))
-        tau.append(np.broadcast_to(np.asarray(t, np.int64), d.shape).copy())
+    edges = _Edges()
+    add = edges.add
 
     # launch edges: call start -> interval start
     ok = call_of >= 0
@@ -310,15 +325,12 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
                 k -= 1
             if k >= 0 and e_sorted[k] > lo:
                 add([d + nd], [order[k] + nd], HANDOFF, False, 0)
-    dst_a = np.concatenate(dst) if dst else np.zeros(0, np.int64)
-    src_a = np.concatenate(src) if src else np.zeros(0, np.int64)
     # end edges: blocking syncs
     x_dst, x_src = _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd)
     g = _finish(
         rank=rank, mode="gpu", kind=kind, lane=lane, lanes=lanes, start=start, end=end,
         iteration=iteration, is_device=is_device, is_launch=is_launch, name=name,
-        dst=dst_a, src=src_a, ek=np.concatenate(ek), fs=np.concatenate(fs),
-        tau=np.concatenate(tau), x_dst=x_dst, x_src=x_src,
+        **edges.arrays(), x_dst=x_dst, x_src=x_src,
     )  # fmt: skip
     return _with_sync_sites(g, ev)
 
@@ -441,15 +453,8 @@ def _cpu_graph(iv: pd.DataFrame, *, rank: int, reference) -> RankGraph:
                            np.full(nc, "compute", dtype=object),
                            np.full(nl, "c10d launch", dtype=object)])  # fmt: skip
     n = ng + nc + nl
-    dst, src, ek, fs, tau = [], [], [], [], []
-
-    def add(d, s, k, from_start, t):
-        d = np.asarray(d, np.int64)
-        dst.append(d)
-        src.append(np.asarray(s, np.int64))
-        ek.append(np.full(len(d), k, np.int8))
-        fs.append(np.full(len(d), from_start, bool))
-        tau.append(np.broadcast_to(np.asarray(t, np.int64), d.shape).copy())
+    edges = _Edges()
+    add = edges.add
 
     # compute-lane order (segments and launch ops interleaved): the gap is host work
     cl_all = lane[ng:]
@@ -482,9 +487,7 @@ def _cpu_graph(iv: pd.DataFrame, *, rank: int, reference) -> RankGraph:
     g = _finish(
         rank=rank, mode="cpu", kind=kind, lane=lane, lanes=lanes, start=start, end=end,
         iteration=iteration, is_device=is_device, is_launch=np.zeros(n, bool), name=name,
-        dst=np.concatenate(dst), src=np.concatenate(src), ek=np.concatenate(ek),
-        fs=np.concatenate(fs), tau=np.concatenate(tau),
-        x_dst=np.zeros(0, np.int64), x_src=np.zeros(0, np.int64),
+        **edges.arrays(), x_dst=np.zeros(0, np.int64), x_src=np.zeros(0, np.int64),
     )  # fmt: skip
     return g
 
