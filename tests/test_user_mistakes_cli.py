@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from test_check_cli import write_traces
+from test_output_errors import _one_line  # one line, exit 2, no traceback
 from typer.testing import CliRunner
 
 from domino_prof.cli import app
@@ -25,16 +26,6 @@ from domino_prof.cli import app
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 S = ROOT / "tests" / "data" / "h200_llama3_3b_2layers_tp2"
-
-
-def _one_line(res, *, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    assert "Traceback" not in res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("domino-prof: error: ")
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
