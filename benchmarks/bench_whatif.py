@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measured", required=True, help="trace (dir) of the run that applies it")
     ap.add_argument("--run-json", help="run.json of the measured run (its timed steps)")
     ap.add_argument("--measured-mode", help="mode of the measured run in run.json")
+    ap.add_argument("--trace-run-json", help="run.json of the predicting run (its timed steps)")
+    ap.add_argument("--trace-mode", help="mode of the predicting run in --trace-run-json")
     ap.add_argument("--tolerance", type=float, default=5.0, help="percent (default 5)")
     ap.add_argument("-o", "--output", help="JSON file to write (atomically)")
     a = ap.parse_args(argv)
@@ -85,6 +87,26 @@ def main(argv: list[str] | None = None) -> int:
         m = (run.get("modes") or {}).get(a.measured_mode or "", {})
         out["measured_timed_step_ms"] = m.get("step_ms")
         out["measured_timed_steps_ms"] = m.get("step_times_ms")
+    if a.run_json and a.trace_run_json:
+        # the sign is judged only where the fix measurably changes the step: the two runs'
+        # timed-step 95% intervals (stats.py) do not overlap. Where they do, the measured
+        # change is within the runs' noise and its sign says nothing (sign_judged false).
+        # (too few blocks for an interval: the timed steps' whole range instead)
+        def interval(path, mode):
+            m = (json.loads(Path(path).read_text()).get("modes") or {}).get(mode or "", {})
+            iv = m.get("step_ms_interval") or [None, None]
+            if None in iv:
+                iv = [min(m["step_times_ms"]), max(m["step_times_ms"])]
+            return iv, m.get("step_ms")
+
+        (lo_a, hi_a), med_a = interval(a.trace_run_json, a.trace_mode)
+        (lo_b, hi_b), med_b = interval(a.run_json, a.measured_mode)
+        out["trace_timed_step_ms"], out["trace_timed_interval_ms"] = med_a, [lo_a, hi_a]
+        out["measured_timed_interval_ms"] = [lo_b, hi_b]
+        out["sign_judged"] = hi_a < lo_b or hi_b < lo_a
+        if not out["sign_judged"]:
+            out["sign_note"] = ("the two runs' timed intervals overlap: the measured change is "
+                                "within noise, so its sign is not judged")
     text = json.dumps(out, indent=1)
     print(text)
     if a.output:
