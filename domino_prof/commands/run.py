@@ -236,6 +236,14 @@ def register(app: typer.Typer) -> None:
             comm=comm,
             comm_profile=comm_profile or "",
         ).validate()
+        if cfg.emulated:  # the emulated collectives are Triton kernels (reference_model.emulate)
+            import importlib.util
+
+            if importlib.util.find_spec("triton") is None:
+                raise ConfigError(
+                    "--comm emulate needs Triton (its collectives are Triton kernels); it ships "
+                    "with torch's CUDA wheels: pip install triton"
+                )
         if data is not None:  # before any rank starts: what train.TokenSource can read
             from domino_prof.reference_model.launcher import check_data
 

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from domino_prof import stats
+from domino_prof.errors import ConfigError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
 from domino_prof.reference_model.config import RunConfig
@@ -430,6 +431,9 @@ def worker(cfg: RunConfig, out: Path) -> int:
     _inject_fault(rank)
     try:
         results = run_modes(cfg, device=device, out=out)
+    except ConfigError as e:  # e.g. EmulatedComm refusing its device: one line, exit 4
+        print(str(e), file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     except torch.OutOfMemoryError:
         print(
             f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "
