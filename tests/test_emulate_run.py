@@ -327,6 +327,10 @@ def test_every_trace_of_an_emulated_run_is_marked(emulated_run):
     for f in files:
         mark = json.loads(gzip.decompress(f.read_bytes()))["domino_prof"]
         assert mark == comm_marker("h200-nvlink-tp2", ranks=2, rank=0)
+    # the trace loader reads it back (the key the run writes first in the file)
+    from domino_prof.trace import load_trace
+
+    assert load_trace(out / "domino", progress=False).ranks[0].emulation == LABEL2
 
 
 def test_the_run_table_and_verdict_carry_the_label(emulated_run, capsys):

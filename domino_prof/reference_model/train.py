@@ -83,12 +83,23 @@ class TokenSource:
         return t[:, :-1], t[:, 1:]
 
 
-def _export_trace(prof, path: Path) -> None:
-    """Export the Chrome trace gzipped, atomically: a trace that looks complete is."""
+def _export_trace(prof, path: Path, mark: dict | None = None) -> None:
+    """Export the Chrome trace gzipped, atomically: a trace that looks complete is.
+    ``mark`` (an emulated run's ``emulation.comm_marker``): written as the document's
+    first top-level key while it is compressed (the same object
+    ``emulation.mark_trace_file`` adds, without decoding and re-compressing the trace:
+    a 28-layer step's trace is tens of MB of JSON)."""
     tmp_json = path.with_name(f".{path.name}.partial.json")
     tmp_gz = path.with_name(f".{path.name}.partial")
     prof.export_chrome_trace(str(tmp_json))
     with open(tmp_json, "rb") as f_in, gzip.open(tmp_gz, "wb", compresslevel=6) as f_out:
+        if mark is not None:
+            head = f_in.read(1 << 16)
+            i = head.find(b"{")
+            if i < 0 or head[:i].strip():  # not a JSON object: cannot carry a key
+                raise RuntimeError(f"{path}: exported trace is not a JSON object")
+            f_out.write(b'{"domino_prof": ' + json.dumps(mark).encode() + b", ")
+            f_out.write(head[i + 1 :])
         shutil.copyfileobj(f_in, f_out)
     os.unlink(tmp_json)
     os.replace(tmp_gz, path)
@@ -204,20 +215,21 @@ class ModeRun:
             except (AttributeError, TypeError):
                 pass
         sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
+        mark = None
+        if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
+            from domino_prof.emulation import comm_marker
+            from domino_prof.reference_model.config import comm_info
+
+            mark = comm_marker(comm_info(cfg)["profile"], ranks=cfg.tp, rank=0)
         with torch.profiler.profile(
             activities=acts,
             schedule=sched,
-            on_trace_ready=lambda p: _export_trace(p, trace_path),
+            on_trace_ready=lambda p: _export_trace(p, trace_path, mark),
             **kw,
         ) as prof:
             for _ in range(1 + cfg.profile_steps):
                 self.one_step()
                 prof.step()
-        if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
-            from domino_prof.emulation import comm_marker, mark_trace_file
-            from domino_prof.reference_model.config import comm_info
-
-            mark_trace_file(trace_path, comm_marker(comm_info(cfg)["profile"], ranks=cfg.tp))
         _barrier()
 
     def result(self, *, interleave: bool) -> dict:
