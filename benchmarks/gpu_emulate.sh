@@ -34,7 +34,9 @@
 # GPU work per repeat.
 #
 # Usage: OUT=/some/dir bash benchmarks/gpu_emulate.sh [heldout interp onestep overlap table]
-#        (default: onestep overlap table). At most 7 files under $OUT: gpu_emulate.log,
+#        (default: onestep overlap, ~2 min). The device tool runs at most 10 min a command:
+#        run `table` (<= TABLE_BUDGET_S + ~20 s) as a command of its own.
+#        At most 7 files under $OUT: gpu_emulate.log,
 #        emulate_heldout.json, onestep.tar.gz, overlap.tar.gz, table.tar.gz (every run's
 #        run.json, config, logs + MANIFEST.json), table-traces-1/2.tar.gz (repeat 1's traces,
 #        domino first, <= 15 MiB each; what did not fit is listed in MANIFEST.json).
@@ -46,8 +48,8 @@ mkdir -p "$OUT"
 LOG="$OUT/gpu_emulate.log"
 WORK=${WORK:-/tmp/emu-gpu}
 REPEATS=${REPEATS:-3} LAYERS=${LAYERS:-8} TABLE_BUDGET_S=${TABLE_BUDGET_S:-480} RUN_S=${RUN_S:-90}
-parts=${*:-onestep overlap table}
-RUN="python3 -m domino_prof.commands.run"
+parts=${*:-onestep overlap}
+RUN=${RUN:-python3 -m domino_prof.commands.run}  # (a stand-in for a dry run of the script)
 exec > >(tee -a "$LOG") 2>&1
 echo "== gpu_emulate.sh $(date -u +%FT%TZ) parts: $parts"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
@@ -140,4 +142,5 @@ for part in $parts; do
   [ $r -ne 0 ] && rc=1
 done
 ls -la "$OUT"
+sleep 1  # let tee write the log's last lines before the command returns
 exit $rc
