@@ -432,3 +432,77 @@ def test_a_mark_without_a_profile_is_one_line(tmp_path):
         mark_trace_file(f, {"comm": "emulated"})
     res = runner.invoke(app, ["analyze", str(d)])
     assert "'domino_prof.comm' is 'emulated' but names no profile" in _one_line(res)
+
+
+# --------------------------------------------------------------------------- GPU scripts
+def _bench(name: str):
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_run(d: Path, *, dom_ms: float, vs_tp: float, of_nc: float, hidden=None) -> None:
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({
+        "schema": "domino-prof/run", "status": "complete",
+        "config": {"model": {"n_layers": 8}}, "comm": {"kind": "emulated", "label": LABEL2},
+        "modes": {"domino": {"hidden_pct": hidden}},
+        "comparison": [{"mode": "domino", "step_ms": dom_ms, "speedup_vs_tp": vs_tp,
+                        "frac_of_nocomm": of_nc},
+                       {"mode": "nocomm", "speedup_vs_tp": 1.25}]}))  # fmt: skip
+
+
+def test_the_emulated_table_summariser_takes_medians_and_ranges(tmp_path):
+    checks = _bench("emulate_checks")
+    root = tmp_path / "table"
+    for rep, (ms, r, f, h) in enumerate([(50.0, 1.10, 0.90, 80.0), (54.0, 1.20, 0.95, None),
+                                         (52.0, 1.05, 0.93, 90.0)], 1):  # fmt: skip
+        _fake_run(root / f"llama3-8b-tp8-graphs-r{rep}", dom_ms=ms, vs_tp=r, of_nc=f, hidden=h)
+    _fake_run(root / "llama3-3b-tp2-eager-r1", dom_ms=30.0, vs_tp=0.98, of_nc=0.97, hidden=10.0)
+    (root / "_times").mkdir()
+    text, rows = checks.table(sorted(root.iterdir()))
+    lines = text.splitlines()
+    assert lines[0] == f"### Emulated: one H200, rank 0's shard of TP R, {LABEL2}"
+    assert lines[-2] == ("| llama3-3b (8) | 2 | eager | 1 | 30.0 | 0.980 | 0.970 | 1.250 | "
+                         "10.0 (1) |")  # fmt: skip
+    assert lines[-1] == ("| llama3-8b (8) | 8 | graphs | 3 | 52.0 [50.0–54.0] | "
+                         "1.100 [1.050–1.200] | 0.930 [0.900–0.950] | 1.250 [1.250–1.250] | "
+                         "85.0 [80.0–90.0] (2) |")  # fmt: skip
+    assert [r["n"] for r in rows] == [1, 3]
+
+
+def test_pack_runs_caps_the_trace_tarballs_and_lists_what_did_not_fit(tmp_path, monkeypatch):
+    import os
+    import sys
+    import tarfile
+
+    pack = _bench("pack_runs")
+    root = tmp_path / "runs"
+    for name in ("a-r1", "b-r1", "a-r2"):
+        for mode in ("tp", "domino"):
+            (root / name / mode).mkdir(parents=True)
+            (root / name / mode / "rank0.pt.trace.json.gz").write_bytes(os.urandom(40_000))
+        (root / name / "run.json").write_text("{}")
+    out = tmp_path / "o"
+    out.mkdir()
+    monkeypatch.setattr(sys, "argv", ["pack", "--root", str(root), "--out", str(out / "s.tgz"),
+                                      "--traces", str(out / "t-{i}.tgz"), "--cap-mib", "0.1",
+                                      "--max-tarballs", "1", "--traces-for", "*-r1"])  # fmt: skip
+    assert pack.main() == 0
+    with tarfile.open(out / "s.tgz") as t:
+        names = set(t.getnames())
+        manifest = json.loads(t.extractfile("MANIFEST.json").read())
+    assert {"a-r1/run.json", "b-r1/run.json", "a-r2/run.json"} <= names
+    assert not any(n.endswith(".gz") for n in names)
+    # 0.1 MiB holds two 40 kB traces: the domino ones first (mode priority), then tp
+    assert [t["file"] for t in manifest["traces"]] == [
+        "a-r1/domino/rank0.pt.trace.json.gz", "b-r1/domino/rank0.pt.trace.json.gz"]
+    assert [t["file"] for t in manifest["omitted"]] == [
+        "a-r1/tp/rank0.pt.trace.json.gz", "b-r1/tp/rank0.pt.trace.json.gz"]
+    with tarfile.open(out / "t-1.tgz") as t:
+        assert sorted(t.getnames()) == sorted(x["file"] for x in manifest["traces"])
+    assert not (out / "t-2.tgz").exists()
