@@ -67,12 +67,6 @@ def _positive(value: float) -> float:
     return value
 
 
-def comm_label(cfg) -> str:
-    from domino_prof.reference_model.config import comm_info
-
-    return comm_info(cfg)["label"]
-
-
 def _visible_gpus(torch) -> int:
     """CUDA GPUs this process sees (a function of its own so tests can stand in one)."""
     return torch.cuda.device_count()
@@ -83,11 +77,9 @@ def print_comparison(run: dict) -> None:
 
     from domino_prof.commands._format import NOCOMM_NOTE, modes_table
 
-    from domino_prof.runs import verdict_text
+    from domino_prof.runs import comm_label, verdict_text
 
-    from domino_prof.runs import comm_label as run_comm_label
-
-    label = run_comm_label(run)
+    label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
     t = modes_table(run)
     if t is not None:  # its title carries the label (_format.modes_table)
         Console().print(t)
@@ -255,8 +247,10 @@ def register(app: typer.Typer) -> None:
             )
         _check_out(out)
         if cfg.emulated:  # said before anything runs: what this run is and is not
+            from domino_prof.reference_model.config import comm_info
+
             print(
-                f"comm: {comm_label(cfg)}: one process runs rank 0's shard of tp {cfg.tp} on "
+                f"comm: {comm_info(cfg)['label']}: one process runs rank 0's shard of tp {cfg.tp} on "
                 "one GPU; every collective is an emulated kernel, losses meaningless",
                 file=sys.stderr,
             )

@@ -12,7 +12,7 @@ nothing needs one — every collective of an emulated mode goes through its
 ``EmulatedComm`` (nocomm's through ``SkipComm(R, 0)``), the rank is 0 by construction,
 and a barrier of one process is nothing; a group would only add an NCCL communicator
 (start-up time, memory, a watchdog thread) to a run that must show no NCCL. Every
-trace it writes carries the emulation mark (``emulation.mark_trace_file``).
+trace it writes carries the emulation mark (written at export: ``_export_trace``).
 """
 
 from __future__ import annotations
