@@ -211,7 +211,9 @@ def test_comm_flag_mistakes_are_one_line(tmp_path, one_gpu, args, needle):
 # --------------------------------------------------------------------------- plumbing
 class CpuEmulatedComm:
     """CPU stand-in for ``emulate.EmulatedComm``: the same constructor and attributes,
-    the collectives of ``SkipComm`` (values as meaningless as the real emulator's)."""
+    the collectives of ``SkipComm`` (values as meaningless as the real emulator's),
+    except all-gather's slot before rank r, which the real kernel leaves as the buffer
+    held it (docs/EMULATION.md section 2): NaN here, the worst such garbage."""
 
     made: list[CpuEmulatedComm] = []
     emulated = True
@@ -233,7 +235,11 @@ class CpuEmulatedComm:
 
     def all_gather(self, out, t, *, async_op):
         self.calls.append("all_gather")
-        return self._skip.all_gather(out, t, async_op=async_op)
+        self._skip.all_gather(out, t, async_op=async_op)
+        n = t.shape[0]
+        r = (self.rank - 1) % self.size
+        out[r * n : (r + 1) * n] = float("nan")
+        return None
 
     def reduce_scatter(self, out, t, *, async_op):
         self.calls.append("reduce_scatter")
@@ -315,6 +321,12 @@ def test_run_json_has_the_comm_block_and_meaningless_losses(emulated_run):
     assert run["config"]["comm_profile"] == "h200-nvlink-tp2"
     for mode, r in run["modes"].items():
         assert r["numerics"] == f"meaningless ({LABEL2})", mode
+    # SP's all-gathers left a NaN slot: those losses are null (run.json holds no NaN);
+    # the all-reduce modes' losses are finite
+    for mode in ("sp", "domino-sp"):
+        assert run["modes"][mode]["losses"] and set(run["modes"][mode]["losses"]) == {None}
+    for mode in ("tp", "nocomm", "domino"):
+        assert all(isinstance(x, float) for x in run["modes"][mode]["losses"]), mode
     doc = json.loads((emulated_run["out"] / "run.json").read_text())
     assert doc["comm"]["label"] == LABEL2
 

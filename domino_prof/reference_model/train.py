@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import gzip
 import json
 import os
@@ -262,7 +263,10 @@ class ModeRun:
             "memory": self.memory,
             "tokens_per_s": tok_s,
             "mfu": mfu,
-            "losses": self.losses,
+            # null for a non-finite loss: run.json holds no NaN (io.atomic_write_json), and
+            # an emulated all-gather leaves one peer slot as the buffer held it
+            # (docs/EMULATION.md section 2), so an emulated SP step's loss may be NaN
+            "losses": [x if math.isfinite(x) else None for x in self.losses],
             "numerics": _numerics(cfg, self.mode),
         }
 
@@ -294,7 +298,8 @@ def _header(cfg: RunConfig, mode: str) -> str:
 
 
 def _done(mode: str, r: dict) -> str:
-    loss = f"loss {r['losses'][-1]:.4f}"
+    last = r["losses"][-1] if r["losses"] else None
+    loss = f"loss {last:.4f}" if last is not None else "loss not finite"
     if r.get("numerics", "exact") != "exact":
         loss += " (meaningless)"
     return (
