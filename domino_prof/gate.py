@@ -157,6 +157,9 @@ class CheckOutcome:
     results: list[RuleResult]
     exit_code: int
     raw_notes: list[str] = field(default_factory=list)
+    # "emulated comm (profile NAME)" when the gated traces / run were emulated (the traces'
+    # mark, run.json's comm): the summary, the markdown and the JUnit suite say so
+    emulation: str | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -180,12 +183,14 @@ class CheckOutcome:
     @property
     def summary(self) -> str:
         n = len(self.results)
+        tail = f" — {self.emulation}" if self.emulation else ""
         if self.exit_code == 0:
-            return f"PASS: all {n} checks hold"
+            return f"PASS: all {n} checks hold{tail}"
         if self.exit_code == 2:
             first = next(r for r in self.results if r.verdict == "n/a")
-            return f"ERROR: {self.n_na} of {n} checks cannot be measured ({first.message})"
-        return f"FAIL: {self.n_failed} of {n} checks failed"
+            return (f"ERROR: {self.n_na} of {n} checks cannot be measured ({first.message})"
+                    f"{tail}")  # fmt: skip
+        return f"FAIL: {self.n_failed} of {n} checks failed{tail}"
 
 
 def run_check(
@@ -257,10 +262,12 @@ def run_check(
         _needs_run(target)
     modes, notes = _gated_modes(target, mode, base_doc)
     results: list[RuleResult] = []
+    emulation = _run_emulation(target)
     for m in modes:
         analysis = analyse(
             target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler
         )
+        emulation = emulation or getattr(analysis, "emulation", None)
         tag = f"{m}: " if len(modes) > 1 else ""
         notes += [tag + n for n in skipped_notes(analysis)]
         if base_doc is not None and (note := config_mismatch(base_doc, analysis)):
@@ -272,8 +279,16 @@ def run_check(
         if min_speedup is not None:
             results.append(speedup_result(target.run, m, min_speedup))
     return CheckOutcome(
-        path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes
-    )
+        path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes,
+        emulation=emulation,
+    )  # fmt: skip
+
+
+def _run_emulation(target: Target) -> str | None:
+    """run.json's emulation label (``runs.comm_label``), None outside a run directory."""
+    from domino_prof.runs import comm_label
+
+    return comm_label(target.run.doc) if target.run is not None else None
 
 
 SPEEDUP_UNIT = "×"
@@ -297,7 +312,8 @@ def _speedup_check(path: str | os.PathLike, *, mode: str | None, min_speedup: fl
     modes, notes = target.select(mode, default="overlap", verb="checking")
     results = [speedup_result(target.run, m, min_speedup) for m in modes]
     return CheckOutcome(
-        path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes
+        path=str(path), results=results, exit_code=exit_code(results), raw_notes=notes,
+        emulation=_run_emulation(target),
     )
 
 
@@ -502,7 +518,12 @@ def junit_xml(outcome: CheckOutcome | None, *, error: str | None = None) -> str:
     """JUnit XML: one testcase per rule, rank (and mode); fail -> <failure>, n/a ->
     <error>, skip -> <skipped>. With ``error`` (bad input), one errored testcase."""
     suites = ET.Element("testsuites", name="domino-prof")
-    suite = ET.SubElement(suites, "testsuite", name="domino-prof check")
+    emulated = outcome.emulation if outcome is not None else None
+    suite = ET.SubElement(suites, "testsuite", name="domino-prof check"
+                          + (f" ({emulated})" if emulated else ""))  # fmt: skip
+    if emulated:  # the gated figures come from emulated collectives
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="comm", value=emulated)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if error is not None or outcome is None:
         case = ET.SubElement(suite, "testcase", classname="domino-prof.check", name="input")

@@ -419,6 +419,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "versions": res["versions"],
         "devices": res["devices"],
         "backend": res["backend"],
+        "comm": _comm_block(cfg),  # kind, profile, label: what every number here stands on
         "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
         "cpu_count": _cores(),  # the cores the ranks shared (the report's CPU-threads section)
         "modes": modes,
@@ -428,6 +429,24 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     _analyse_and_write(out, run, analyze=analyze)
     res_path.unlink()
     return run
+
+
+def _comm_block(cfg: RunConfig) -> dict:
+    """run.json's ``comm``: {kind: nccl | gloo | emulated, profile, profile_file, label}
+    (``config.comm_info``); an emulated run's ``label`` is the one wording every number
+    of it carries, ``emulated comm (profile NAME)``."""
+    from domino_prof.reference_model.config import comm_info
+
+    return comm_info(cfg)
+
+
+def comm_label(run: dict) -> str | None:
+    """The emulation label of a run.json (None: real collectives, or a run from before
+    ``--comm``)."""
+    c = run.get("comm")
+    if isinstance(c, dict) and c.get("kind") == "emulated" and isinstance(c.get("label"), str):
+        return c["label"]
+    return None
 
 
 def refresh(out: Path) -> dict:
@@ -746,6 +765,7 @@ def incomplete_run(cfg: RunConfig) -> dict:
         "version": RUN_VERSION,
         "status": STATUS_INCOMPLETE,
         "config": cfg.to_dict(),
+        "comm": _comm_block(cfg),
         "modes": {},
         "notes": [],
     }
@@ -767,7 +787,7 @@ def _finish(out: Path) -> dict:
                          "re-run `domino-prof run`") from None  # fmt: skip
     if (out / "ranks_result.json").is_file():
         return assemble(cfg, out)
-    ranks = range(cfg.tp)
+    ranks = range(cfg.world_size)  # --comm emulate: rank 0 alone
     done = [m for m in cfg.modes
             if all((out / m / f"rank{r}.pt.trace.json.gz").is_file() for r in ranks)]  # fmt: skip
     if not done:
@@ -790,7 +810,8 @@ def _finish(out: Path) -> dict:
         "config": doc["config"],
         "versions": {},
         "devices": [],
-        "backend": "nccl" if cfg.device == "cuda" else "gloo",
+        "backend": "emulated" if cfg.emulated else cfg.backend,
+        "comm": _comm_block(cfg),
         "attention": None,
         "modes": {
             m: {"trace_dir": m, "overlap": m in OVERLAP_MODES, "step_ms": None,

@@ -63,6 +63,9 @@ class Analysis:
     # the merged compute time that hides comm, per (rank, device) (overlap.ComputeReference;
     # not written to JSON): what every later hidden/exposed split measures against
     reference: Any = None
+    # "emulated comm (profile NAME)" when the traces carry the comm-emulation mark
+    # (docs/EMULATION.md section 7); written as the document's "emulation" key only then
+    emulation: str | None = None
 
     def to_json(self) -> dict:
         """The versioned document: plain JSON types only, ``null`` for undefined."""
@@ -80,6 +83,8 @@ class Analysis:
         ov = self.overheads
         doc["overheads"] = ov.to_json() if hasattr(ov, "to_json") else jsonable(ov)
         doc["notes"] = [str(n) for n in self.notes]
+        if self.emulation:  # absent for real collectives (older documents read the same)
+            doc["emulation"] = {"comm": "emulated", "label": self.emulation}
         return doc
 
 

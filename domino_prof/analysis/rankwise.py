@@ -299,7 +299,19 @@ def combine(
     )
     a.overheads = combine_overheads(results, config, ranks=ranks, metas=metas)
     a.notes.extend(a.overheads.notes)  # what the overheads could not compute, and why
+    a.emulation = emulation_label(metas)  # the traces' comm-emulation mark, if any
+    if a.emulation:
+        a.notes.insert(0, Note(f"{a.emulation}: the collectives of these traces were "
+                               "emulated on one GPU (rank 0's shard of the TP group): every "
+                               "comm figure is the emulator's, not a network's", "emulation"))  # fmt: skip
     return a
+
+
+def emulation_label(metas: dict) -> str | None:
+    """The label of the ranks' comm-emulation marks (``RankMeta.emulation``), None when
+    no rank is marked; ranks with different marks: their labels joined."""
+    labels = sorted({m.emulation for m in metas.values() if getattr(m, "emulation", None)})
+    return " + ".join(labels) if labels else None
 
 
 def combine_overheads(

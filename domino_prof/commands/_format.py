@@ -9,7 +9,7 @@ def modes_table(run: dict | None) -> Any:
     """The run's comparison of modes (``runs.comparison_table``), or None without one."""
     from rich.table import Table
 
-    from domino_prof.runs import comparison_table
+    from domino_prof.runs import comm_label, comparison_table
 
     rows = (run or {}).get("comparison") or []
     if not rows:
@@ -23,6 +23,7 @@ def modes_table(run: dict | None) -> Any:
             f"tp {cfg['tp']}" if cfg.get("tp") else "",
             f"seq {cfg['seq']}" if cfg.get("seq") else "",
             f"mbs {cfg['mbs']}" if cfg.get("mbs") else "",
+            comm_label(run) or "",  # "emulated comm (profile NAME)": every number is
         )
         if x
     )

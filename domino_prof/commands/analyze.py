@@ -89,8 +89,10 @@ def headline(a) -> str:
         if t["step_ms"] is not None
         else "profiled step n/a"
     )
+    emulated = getattr(a, "emulation", None)  # the traces' comm-emulation mark
     return (
-        f"hidden comm {pct(t['hidden_pct'])} | {per_step} | {step}\n"
+        (f"{emulated}: one GPU, rank 0's shard; collectives emulated\n" if emulated else "")
+        + f"hidden comm {pct(t['hidden_pct'])} | {per_step} | {step}\n"
         f"{t['n_ranks']} rank(s), {t['n_iterations']} iteration(s) | "
         f"comm {ms(t['comm_ns'])} ms, exposed {ms(t['exposed_ns'])} ms | {a.mode} trace"
     )

@@ -178,6 +178,8 @@ def check(
         raise
     print_notes(outcome.notes_for(cli=True))
     print(f"domino-prof check {path}")
+    if outcome.emulation:  # every figure below stands on emulated collectives
+        print(f"{outcome.emulation}: one GPU, rank 0's shard; collectives emulated")
     print(format_table(outcome.results))
     print(outcome.summary)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -67,19 +67,27 @@ def _positive(value: float) -> float:
     return value
 
 
+def _visible_gpus(torch) -> int:
+    """CUDA GPUs this process sees (a function of its own so tests can stand in one)."""
+    return torch.cuda.device_count()
+
+
 def print_comparison(run: dict) -> None:
     from rich.console import Console
 
     from domino_prof.commands._format import NOCOMM_NOTE, modes_table
 
-    from domino_prof.runs import verdict_text
+    from domino_prof.runs import comm_label, verdict_text
 
+    label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
     t = modes_table(run)
-    if t is not None:
+    if t is not None:  # its title carries the label (_format.modes_table)
         Console().print(t)
     verdict = verdict_text(run.get("verdict") or [])
     if verdict:  # the answer, with its noise: "within noise" when the interval holds 1.0
-        print(f"verdict (timed steps, 95% intervals): {verdict}")
+        print(f"verdict (timed steps, 95% intervals{', ' + label if label else ''}): {verdict}")
+    if label:
+        print(f"{label}: one GPU ran rank 0's shard; losses meaningless", file=sys.stderr)
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
 
@@ -92,7 +100,8 @@ def register(app: typer.Typer) -> None:
         seq: int = typer.Option(0, help="Sequence length (0: 128 for tiny, else 4096)."),
         model: str = typer.Option(
             "auto",
-            help="tiny, llama3-1b, llama3-3b, llama3-8b (auto: tiny on CPU, llama3-3b on CUDA).",
+            help="tiny, llama3-1b, llama3-3b, llama3-8b, llama3-70b (auto: tiny on CPU, "
+            "llama3-3b on CUDA).",
         ),
         mode: Mode = typer.Option(
             Mode.all,
@@ -145,6 +154,19 @@ def register(app: typer.Typer) -> None:
             help="Fused attention kernel on CUDA (bf16): flash, cudnn, or auto (cuDNN on "
             "Hopper, else flash).",
         ),
+        comm: str = typer.Option(
+            "auto",
+            help="Collectives: nccl (one process per GPU), gloo (CPU), or emulate (ONE "
+            "process on one GPU runs rank 0's shard of --tp R; every collective is an "
+            "emulated kernel timed by --comm-profile; docs/EMULATION.md). auto: nccl on "
+            "CUDA, gloo on CPU.",
+        ),
+        comm_profile: str = typer.Option(
+            None,
+            metavar="NAME|FILE",
+            help="--comm emulate's comm profile: a shipped one (h200-nvlink-tp2, -tp4, "
+            "-tp8) or a JSON file from `domino-prof calibrate` [default: h200-nvlink-tp<R>].",
+        ),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
         reanalyze: Path = typer.Option(
             None,
@@ -171,13 +193,14 @@ def register(app: typer.Typer) -> None:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if device == "cuda":
-            n_gpu = torch.cuda.device_count()
+            n_gpu = _visible_gpus(torch)
             if n_gpu == 0:
                 raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu")
-            if not _under_torchrun() and tp > n_gpu:
+            if not _under_torchrun() and comm != "emulate" and tp > n_gpu:
                 raise ConfigError(
-                    f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; "
-                    f"lower --tp or use --device cpu"
+                    f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; run rank 0's "
+                    f"shard on one GPU with emulated collectives (--comm emulate), lower "
+                    f"--tp, or use --device cpu"
                 )
         name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
         mcfg = preset(name, layers=layers or None)
@@ -202,14 +225,35 @@ def register(app: typer.Typer) -> None:
             compile=compile,
             high_priority_comm=high_priority_comm,
             attention=attention,
+            comm=comm,
+            comm_profile=comm_profile or "",
         ).validate()
+        if cfg.emulated:  # the emulated collectives are Triton kernels (reference_model.emulate)
+            import importlib.util
+
+            if importlib.util.find_spec("triton") is None:
+                raise ConfigError(
+                    "--comm emulate needs Triton (its collectives are Triton kernels); it ships "
+                    "with torch's CUDA wheels: pip install triton"
+                )
         if data is not None:  # before any rank starts: what train.TokenSource can read
             from domino_prof.reference_model.launcher import check_data
 
             check_data(data, mbs=cfg.mbs, seq=cfg.seq)
         if out is None:
-            out = Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
+            out = Path("runs") / (
+                f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
+                f"{'-emulated' if cfg.emulated else ''}"
+            )
         _check_out(out)
+        if cfg.emulated:  # said before anything runs: what this run is and is not
+            from domino_prof.reference_model.config import comm_info
+
+            print(
+                f"comm: {comm_info(cfg)['label']}: one process runs rank 0's shard of tp {cfg.tp} on "
+                "one GPU; every collective is an emulated kernel, losses meaningless",
+                file=sys.stderr,
+            )
 
         # the run directory's life (runs.claim): locked against a second run, run.json
         # "incomplete" first, temp files removed however it ends; rank 0 holds it

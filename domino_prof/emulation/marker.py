@@ -6,7 +6,9 @@ A trace whose collectives were emulated carries a top-level key::
     "domino_prof": {"comm": "emulated", "profile": "h200-nvlink-tp8", "ranks": 8,
                     "label": "emulated comm (profile h200-nvlink-tp8)"}
 
-and its emulated kernels are named ``emulated_allreduce_*``, ``emulated_reducescatter_*``,
+(``run --comm emulate`` writes it as the first key while it exports each trace;
+:func:`mark_trace_file` adds it to a trace already written), and its emulated kernels
+are named ``emulated_allreduce_*``, ``emulated_reducescatter_*``,
 ``emulated_allgather_*`` (:data:`KERNEL_PATTERN`), which the analyzer counts as comm
 (:data:`FAMILY`, for ``analysis/config.py``'s COMM_FAMILIES).
 """

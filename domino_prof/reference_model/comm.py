@@ -14,7 +14,9 @@ Implementations:
   whose numbers are meaningless); the output buffers of a gather / scatter are still
   written (a copy), so shapes and data flow are those of the real step. Works with
   R > 1 in one process without ``torch.distributed`` initialised (rank r's shard).
-* next: an emulator (``emulate.py``) that waits as long as a measured profile says.
+* ``emulate.EmulatedComm`` — every collective an emulated GPU kernel on a comm stream
+  that lasts as long as a comm profile says (``run --comm emulate``: one process, rank
+  0's shard of tp R; docs/EMULATION.md). Imported lazily (torch + Triton).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Work(Protocol):
 class Comm(Protocol):
     size: int  # the TP degree R the model is sharded for
     rank: int  # this process's rank in the TP group
-    label: str  # "nccl" | "gloo" | "skip" | later "emulated (profile NAME)"
+    label: str  # "nccl" | "gloo" | "skip" | "emulated comm (profile NAME)"
     emulated: bool  # the collectives' *timing* is a stand-in (an emulator)
     meaningful_numerics: bool  # the step's numbers (loss, gradients) are the real ones
 
@@ -143,9 +145,29 @@ class NoComm:
         return None
 
 
-def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0) -> Comm:
+def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0,
+              emulate=None, device=None, high_priority: bool = False) -> Comm:  # fmt: skip
     """The Comm a mode's ``comm`` choice names (``modes.Mode.comm``): ``"process-group"``
-    or ``"skip"`` (R and rank of the process group, or ``size`` / ``rank`` if given)."""
+    or ``"skip"`` (R and rank of the process group, or ``size`` / ``rank`` if given).
+
+    ``emulate`` (a comm profile: shipped name, file or ``emulation.Profile``): this one
+    process stands in for rank ``rank`` of a TP group of ``size`` with no process group:
+    ``"process-group"`` becomes ``emulate.EmulatedComm(profile, size, rank, device)`` (on
+    a high-priority stream with ``high_priority``, as NCCL's option), ``"skip"`` a
+    ``SkipComm(size, rank)``."""
+    if emulate is not None:
+        if size is None:
+            raise ValueError("make_comm(emulate=...) needs size (the emulated TP degree)")
+        if choice == "process-group":
+            from domino_prof.reference_model import emulate as _emulate
+
+            stream = None
+            if high_priority:
+                stream = torch.cuda.Stream(device, priority=-1)
+            return _emulate.EmulatedComm(emulate, size=size, rank=rank, device=device,
+                                         stream=stream)  # fmt: skip
+        if choice == "skip":
+            return SkipComm(size, rank)
     if choice == "process-group":
         return ProcessGroupComm(group)
     if choice == "skip":

@@ -130,6 +130,81 @@ def preset(name: str, *, layers: int | None = None) -> ModelConfig:
 
 # fused attention kernels on CUDA (run --attention; units.set_attention)
 ATTENTION_KERNELS = ("auto", "flash", "cudnn")
+# run --comm (RunConfig.comm); "auto" = nccl on CUDA, gloo on CPU
+COMM_CHOICES = ("auto", "nccl", "gloo", "emulate")
+
+
+def default_profile(tp: int) -> str:
+    """The shipped comm profile for ``--tp`` (``h200-nvlink-tp{R}``), or a ConfigError
+    line asking for ``--comm-profile``."""
+    from domino_prof.emulation.profile import SHIPPED
+
+    name = f"h200-nvlink-tp{tp}"
+    if name not in SHIPPED:
+        raise ConfigError(
+            f"--comm emulate --tp {tp}: no shipped comm profile for {tp} ranks (shipped: "
+            f"{', '.join(SHIPPED)}); pass --comm-profile FILE (`domino-prof calibrate` "
+            "writes one from real traces)"
+        )
+    return name
+
+
+def needed_collectives(cfg: RunConfig) -> list[tuple[str, str]]:
+    """(collective, dtype) pairs the modes of ``cfg`` issue through a real or emulated
+    Comm: the TP all-reduces in the run's dtype (the SP modes: reduce-scatter and
+    all-gather, and the all-reduce of the norm weights' gradients), and the head's two
+    small fp32 all-reduces of the cross-entropy (step_base._head_forward)."""
+    need: list[tuple[str, str]] = []
+    for name in cfg.modes:
+        m = modes.get(name)
+        if m.comm != "process-group":
+            continue
+        colls = ["all_reduce"] + (["reduce_scatter", "all_gather"] if m.sequence_parallel
+                                  else [])  # fmt: skip
+        for c in colls:
+            if (c, cfg.dtype) not in need:
+                need.append((c, cfg.dtype))
+        if ("all_reduce", "float32") not in need:
+            need.append(("all_reduce", "float32"))
+    return need
+
+
+def check_profile(cfg: RunConfig) -> str:
+    """``--comm emulate``'s profile, checked before any process starts: loaded and
+    validated (``emulation.profile``: missing file, invalid JSON, unknown collective,
+    bandwidth <= 0, ... one ConfigError line each) and holding an entry for every
+    (collective, R, dtype) the modes issue ("has no entries for R=8"). Returns the
+    shipped name, or the file's absolute path (the ranks' working directory may differ)."""
+    from pathlib import Path
+
+    from domino_prof.emulation.profile import SHIPPED, load_profile
+
+    name = cfg.comm_profile or default_profile(cfg.tp)
+    prof = load_profile(name)
+    for coll, dtype in needed_collectives(cfg):
+        prof.entry(coll, cfg.tp, dtype)
+    return name if name in SHIPPED else str(Path(name).resolve())
+
+
+def comm_info(cfg: RunConfig) -> dict:
+    """run.json's top-level ``comm`` block: ``kind`` (nccl | gloo | emulated), the
+    profile's ``name`` and ``file`` (emulated; else None) and the ``label`` every number
+    of the run carries (``emulated comm (profile NAME)``, else the backend's name)."""
+    kind = cfg.backend
+    if kind != "emulate":
+        return {"kind": kind, "profile": None, "profile_file": None, "label": kind}
+    from domino_prof.emulation.profile import SHIPPED, load_profile
+
+    prof = load_profile(cfg.comm_profile or default_profile(cfg.tp))
+    return {
+        "kind": "emulated",
+        "profile": prof.name,
+        "profile_file": (cfg.comm_profile if cfg.comm_profile and cfg.comm_profile not in SHIPPED
+                         else None),  # fmt: skip
+        "label": prof.label,
+        "ranks": cfg.tp,
+        "rank": 0,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,8 +231,38 @@ class RunConfig:
     compile: bool = False  # torch.compile every schedule segment
     high_priority_comm: bool = False  # NCCL collectives on a high-priority CUDA stream
     attention: str = "auto"  # fused attention kernel on CUDA: auto | flash | cudnn
+    # the collectives (run --comm): nccl | gloo | emulate; "auto" = nccl on CUDA, gloo on
+    # CPU (validate() resolves it). emulate: ONE process runs rank 0's shard of tp R and
+    # every collective is an emulated kernel timed by a comm profile (docs/EMULATION.md)
+    comm: str = "auto"
+    # --comm emulate: a shipped profile's name or a profile file (validate() resolves ""
+    # to the shipped h200-nvlink-tp{R} and a file to its absolute path)
+    comm_profile: str = ""
+
+    @property
+    def backend(self) -> str:
+        """The collectives' backend: ``comm``, with "auto" resolved (older run.json)."""
+        if self.comm == "auto":
+            return "nccl" if self.device == "cuda" else "gloo"
+        return self.comm
+
+    @property
+    def emulated(self) -> bool:
+        return self.comm == "emulate"
+
+    @property
+    def world_size(self) -> int:
+        """Processes the run starts: tp, or 1 when the comm is emulated (rank 0 only)."""
+        return 1 if self.emulated else self.tp
 
     def validate(self) -> RunConfig:
+        """Check every flag before any process starts; returns the config with ``comm``
+        (and, emulated, ``comm_profile``) resolved. A ConfigError line on the first
+        problem."""
+        self._validate()
+        return self._resolve_comm()
+
+    def _validate(self) -> None:
         m = self.model
         if self.tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {self.tp}")
@@ -219,7 +324,34 @@ class RunConfig:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         if self.block_steps < 1:
             raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
-        return self
+
+    def _resolve_comm(self) -> RunConfig:
+        if self.comm not in COMM_CHOICES:
+            raise ConfigError(f"unknown --comm {self.comm!r}; use nccl, gloo or emulate")
+        comm = self.backend
+        if comm == "nccl" and self.device != "cuda":
+            raise ConfigError("--comm nccl needs --device cuda; on CPU use --comm gloo")
+        if comm == "gloo" and self.device == "cuda":
+            raise ConfigError(
+                "--comm gloo runs on CPU tensors: the reference model's CUDA step needs "
+                "--comm nccl (several GPUs) or --comm emulate (one GPU)"
+            )
+        if comm != "emulate":
+            if self.comm_profile:
+                raise ConfigError(
+                    f"--comm-profile {self.comm_profile} applies to --comm emulate only; "
+                    "add --comm emulate or drop --comm-profile"
+                )
+            return replace(self, comm=comm)
+        if self.device != "cuda":
+            raise ConfigError(
+                "--comm emulate runs its collectives as GPU kernels and needs --device "
+                "cuda; on CPU use --comm gloo (tp ranks as processes)"
+            )
+        if self.tp < 2:
+            raise ConfigError(f"--comm emulate needs --tp >= 2 (it stands in for tp ranks), "
+                              f"got --tp {self.tp}")  # fmt: skip
+        return replace(self, comm=comm, comm_profile=check_profile(self))
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -125,6 +125,7 @@ class EmulatedComm:
     """Rank ``rank`` of a TP-``size`` group whose collectives are emulated (module doc)."""
 
     emulated = True
+    meaningful_numerics = False  # the collectives' outputs are not the reduced values
 
     def __init__(self, profile: Profile | str, *, size: int, rank: int = 0, device: Any,
                  stream: Any = None) -> None:  # fmt: skip

@@ -109,7 +109,8 @@ def _kill(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
 
 
 def spawn_ranks(cfg: RunConfig, out: Path) -> None:
-    """Run ``cfg.tp`` worker processes to completion or raise RunError."""
+    """Run ``cfg.world_size`` worker processes (``cfg.tp``; one under ``--comm emulate``,
+    which runs rank 0's shard alone) to completion or raise RunError."""
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     logs.mkdir(exist_ok=True)
@@ -119,13 +120,14 @@ def spawn_ranks(cfg: RunConfig, out: Path) -> None:
     procs: list[subprocess.Popen] = []
     log_paths: list[Path] = []
     try:
-        for r in range(cfg.tp):
+        world = cfg.world_size
+        for r in range(world):
             env = dict(
                 os.environ,
                 RANK=str(r),
                 LOCAL_RANK=str(r),
-                WORLD_SIZE=str(cfg.tp),
-                LOCAL_WORLD_SIZE=str(cfg.tp),
+                WORLD_SIZE=str(world),
+                LOCAL_WORLD_SIZE=str(world),
                 MASTER_ADDR="127.0.0.1",
                 MASTER_PORT=str(port),
                 DOMINO_PROF_LAUNCHER="1",

@@ -15,7 +15,7 @@ does what:
 * ``executor.py``   — how a segment runs (eager, ``torch.compile``, CUDA graph capture
                       and replay in one pool, side stream, launch throttle);
 * ``modes.py``      — the registry: a mode = a schedule + a comm choice + one line;
-* ``comm.py``       — the collectives' interface (process group, skip; an emulator).
+* ``comm.py``       — the collectives' interface (process group, skip; ``emulate.py``).
 
 ``build_runner(cfg, mode, ...)`` is what ``train.py`` calls; tests and benchmarks build
 a :class:`StepRunner` from a model and a Comm directly.
@@ -28,6 +28,7 @@ import torch
 from domino_prof.reference_model import modes
 from domino_prof.reference_model import units as U
 from domino_prof.reference_model.comm import Comm, make_comm
+from domino_prof.reference_model.config import default_profile
 from domino_prof.reference_model.executor import SegmentExecutor
 from domino_prof.reference_model.layers import Embedding, units_of
 from domino_prof.reference_model.model import Transformer, rope_tables
@@ -172,8 +173,14 @@ class StepRunner:
 def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None = None,
                  graph_inflight: int = 8) -> StepRunner:  # fmt: skip
     """The runner of ``mode`` for a ``RunConfig``: its Comm (``comm``, or the mode's
-    choice over ``group``), this rank's shard of the model, the schedule."""
+    choice over ``group``; ``cfg.comm == "emulate"``: no group, rank 0 of tp ``cfg.tp``
+    with emulated collectives, nocomm skipped), this rank's shard of the model, the
+    schedule."""
     m = modes.get(mode)
+    if comm is None and getattr(cfg, "emulated", False):
+        comm = make_comm(m.comm, size=cfg.tp, rank=0, emulate=cfg.comm_profile or
+                         default_profile(cfg.tp), device=device,
+                         high_priority=cfg.high_priority_comm)  # fmt: skip
     if comm is None:
         comm = make_comm(m.comm, group)
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)

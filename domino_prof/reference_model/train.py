@@ -5,12 +5,21 @@ Run as ``python -m domino_prof.reference_model.train --config FILE --out DIR`` b
 launcher (one process per rank) or under torchrun (``domino-prof run`` detects it).
 Rank and world size come from torch.distributed after init; LOCAL_RANK is used only
 to pick this process's GPU.
+
+``--comm emulate`` (``cfg.emulated``): ONE process runs rank 0's shard of tp R on one
+GPU and torch.distributed is never initialised. Decision: no 1-process group, because
+nothing needs one — every collective of an emulated mode goes through its
+``EmulatedComm`` (nocomm's through ``SkipComm(R, 0)``), the rank is 0 by construction,
+and a barrier of one process is nothing; a group would only add an NCCL communicator
+(start-up time, memory, a watchdog thread) to a run that must show no NCCL. Every
+trace it writes carries the emulation mark (written at export: ``_export_trace``).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import gzip
 import json
 import os
@@ -26,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from domino_prof import stats
+from domino_prof.errors import ConfigError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
 from domino_prof.reference_model.config import RunConfig
@@ -74,15 +84,36 @@ class TokenSource:
         return t[:, :-1], t[:, 1:]
 
 
-def _export_trace(prof, path: Path) -> None:
-    """Export the Chrome trace gzipped, atomically: a trace that looks complete is."""
+def _export_trace(prof, path: Path, mark: dict | None = None) -> None:
+    """Export the Chrome trace gzipped, atomically: a trace that looks complete is.
+    ``mark`` (an emulated run's ``emulation.comm_marker``): written as the document's
+    first top-level key while it is compressed (the same object
+    ``emulation.mark_trace_file`` adds, without decoding and re-compressing the trace:
+    a 28-layer step's trace is tens of MB of JSON)."""
     tmp_json = path.with_name(f".{path.name}.partial.json")
     tmp_gz = path.with_name(f".{path.name}.partial")
     prof.export_chrome_trace(str(tmp_json))
     with open(tmp_json, "rb") as f_in, gzip.open(tmp_gz, "wb", compresslevel=6) as f_out:
+        if mark is not None:
+            head = f_in.read(1 << 16)
+            i = head.find(b"{")
+            if i < 0 or head[:i].strip():  # not a JSON object: cannot carry a key
+                raise RuntimeError(f"{path}: exported trace is not a JSON object")
+            f_out.write(b'{"domino_prof": ' + json.dumps(mark).encode() + b", ")
+            f_out.write(head[i + 1 :])
         shutil.copyfileobj(f_in, f_out)
     os.unlink(tmp_json)
     os.replace(tmp_gz, path)
+
+
+def _rank() -> int:
+    """This process's rank: torch.distributed's, or 0 (``--comm emulate``: no group)."""
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
 
 
 def _sync(device) -> None:
@@ -173,7 +204,7 @@ class ModeRun:
             }
         mode_dir = out / self.mode
         mode_dir.mkdir(parents=True, exist_ok=True)
-        trace_path = mode_dir / f"rank{dist.get_rank()}.pt.trace.json.gz"
+        trace_path = mode_dir / f"rank{_rank()}.pt.trace.json.gz"
         acts = [torch.profiler.ProfilerActivity.CPU]
         kw = {}
         if device.type == "cuda":
@@ -185,16 +216,22 @@ class ModeRun:
             except (AttributeError, TypeError):
                 pass
         sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
+        mark = None
+        if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
+            from domino_prof.emulation import comm_marker
+            from domino_prof.reference_model.config import comm_info
+
+            mark = comm_marker(comm_info(cfg)["profile"], ranks=cfg.tp, rank=0)
         with torch.profiler.profile(
             activities=acts,
             schedule=sched,
-            on_trace_ready=lambda p: _export_trace(p, trace_path),
+            on_trace_ready=lambda p: _export_trace(p, trace_path, mark),
             **kw,
         ) as prof:
             for _ in range(1 + cfg.profile_steps):
                 self.one_step()
                 prof.step()
-        dist.barrier()
+        _barrier()
 
     def result(self, *, interleave: bool) -> dict:
         """The mode's entry of run.json: step_ms is the median of the block medians
@@ -226,9 +263,22 @@ class ModeRun:
             "memory": self.memory,
             "tokens_per_s": tok_s,
             "mfu": mfu,
-            "losses": self.losses,
-            "numerics": "meaningless (collectives skipped)" if self.mode == "nocomm" else "exact",
+            # null for a non-finite loss: run.json holds no NaN (io.atomic_write_json), and
+            # an emulated all-gather leaves one peer slot as the buffer held it
+            # (docs/EMULATION.md section 2), so an emulated SP step's loss may be NaN
+            "losses": [x if math.isfinite(x) else None for x in self.losses],
+            "numerics": _numerics(cfg, self.mode),
         }
+
+
+def _numerics(cfg: RunConfig, mode: str) -> str:
+    """run.json's word on the losses: nocomm skips the collectives and an emulated run's
+    collectives write no reduced values, so neither computes the real step's numbers."""
+    if cfg.emulated:
+        from domino_prof.reference_model.config import comm_info
+
+        return f"meaningless ({comm_info(cfg)['label']})"
+    return "meaningless (collectives skipped)" if mode == "nocomm" else "exact"
 
 
 def block_sizes(cfg: RunConfig) -> list[int]:
@@ -243,13 +293,18 @@ def _header(cfg: RunConfig, mode: str) -> str:
         f"mbs {cfg.mbs}, splits {cfg.splits_for(mode)}, "
         f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
         f"{', compiled' if cfg.compile else ''}"
+        f"{', rank 0 of tp ' + str(cfg.tp) + ', emulated comm' if cfg.emulated else ''}"
     )
 
 
 def _done(mode: str, r: dict) -> str:
+    last = r["losses"][-1] if r["losses"] else None
+    loss = f"loss {last:.4f}" if last is not None else "loss not finite"
+    if r.get("numerics", "exact") != "exact":
+        loss += " (meaningless)"
     return (
         f"[domino-prof] mode {mode}: step {r['step_ms']:.2f} ms, "
-        f"{r['tokens_per_s']:.0f} tokens/s, loss {r['losses'][-1]:.4f}"
+        f"{r['tokens_per_s']:.0f} tokens/s, {loss}"
     )
 
 
@@ -259,7 +314,7 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
     mode, block 2 of every mode, ...), then each mode's profiled steps. Otherwise one
     whole mode after the other: build, warm-up, its blocks, profile, free. Every rank
     runs the same sequence (gloo and NCCL pair collectives in issue order)."""
-    rank = dist.get_rank()
+    rank = _rank()
     sizes = block_sizes(cfg)
     say = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
     results: dict[str, dict] = {}
@@ -351,9 +406,22 @@ def worker(cfg: RunConfig, out: Path) -> int:
 
     units.set_attention(cfg.attention)
     use_cuda = cfg.device == "cuda"
-    backend = "nccl" if use_cuda else "gloo"
+    backend = cfg.backend
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_cuda:
+    if cfg.emulated:  # one process, no process group (module doc)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world != 1:
+            print(
+                f"world size {world}: --comm emulate runs ONE process (rank 0's shard of "
+                f"--tp {cfg.tp}); launch one process (torchrun --nproc-per-node 1)",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        if use_cuda:
+            torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+        rank = 0
+    elif use_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         kw = {}
@@ -367,18 +435,22 @@ def worker(cfg: RunConfig, out: Path) -> int:
     else:
         device = torch.device("cpu")
         dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world != cfg.tp:
-        print(
-            f"world size {world} != --tp {cfg.tp}: this reference runs one TP group "
-            f"(launch exactly tp processes)",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
+    if not cfg.emulated:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if world != cfg.tp:
+            print(
+                f"world size {world} != --tp {cfg.tp}: this reference runs one TP group "
+                f"(launch exactly tp processes, or one with --comm emulate)",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
     _inject_fault(rank)
     try:
         results = run_modes(cfg, device=device, out=out)
+    except ConfigError as e:  # e.g. EmulatedComm refusing its device: one line, exit 4
+        print(str(e), file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     except torch.OutOfMemoryError:
         print(
             f"out of memory on rank {rank} ({device}) with {cfg.model.name}, seq {cfg.seq}, "
@@ -406,12 +478,13 @@ def worker(cfg: RunConfig, out: Path) -> int:
                 "versions": _versions(device),
                 "devices": devices,
                 "world_size": world,
-                "backend": backend,
+                "backend": "emulated" if cfg.emulated else backend,
                 "attention": units.attention_kernel(device, DTYPES.get(cfg.dtype)),
             },
         )
-    dist.barrier()
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
     return 0
 
 

@@ -31,6 +31,8 @@ body { margin:0; background:var(--bg); color:var(--fg);
 header { background:#1f2933; color:#fff; padding:18px 28px 14px; }
 header h1 { margin:0 0 4px; font-size:22px; font-weight:600; }
 header .sub { color:#cbd2d9; font-size:13px; }
+.emulated-banner { background:#fff3c4; color:#5c3c00; border-bottom:2px solid #f0b429;
+  padding:10px 28px; font-size:15px; font-weight:600; }
 nav { padding:8px 28px; background:#fff; border-bottom:1px solid var(--line);
   position:sticky; top:0; z-index:10; font-size:13px; display:flex; flex-wrap:wrap;
   gap:2px 16px; }
@@ -159,7 +161,9 @@ class _Page:
             )
             done.add(sec.key)
 
-    def render(self, *, title: str, subtitle: str) -> str:
+    def render(self, *, title: str, subtitle: str, emulation: str | None = None) -> str:
+        """The page; ``emulation`` ("emulated comm (profile NAME)"): a banner under the
+        title, on the first screen, saying every number stands on emulated collectives."""
         from plotly.offline import get_plotlyjs
 
         from domino_prof import __version__
@@ -174,11 +178,33 @@ class _Page:
             f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>',
             f"<header><h1>{html.escape(title)}</h1>",
             f'<div class="sub">{html.escape(subtitle)}</div></header>',
+            _banner(emulation),
             f"<nav>{nav}</nav><main>", *self.parts, "</main>",
             f"<footer>domino-prof {__version__} · generated {now} · self-contained, opens "
             + "offline</footer>",
             f"<script>{_DRAW}</script></body></html>\n",
         ])  # fmt: skip
+
+
+def _banner(emulation: str | None) -> str:
+    if not emulation:
+        return ""
+    return (
+        f'<div class="emulated-banner" id="emulated-comm">{html.escape(emulation)}: one GPU ran '
+        "rank 0's shard of the TP group and every collective was an emulated kernel timed by "
+        "that profile (docs/EMULATION.md); comm times are modelled, not measured on a network; "
+        "losses are meaningless</div>"
+    )
+
+
+def _emulation_of(*analyses: Any, run: dict | None = None) -> str | None:
+    """The label of run.json's ``comm`` block, else of the analyses' trace marks."""
+    from domino_prof.runs import comm_label
+
+    labels = [comm_label(run)] if run else []
+    labels += [getattr(a, "emulation", None) for a in analyses]
+    labels = list(dict.fromkeys(x for x in labels if x))
+    return " + ".join(labels) if labels else None
 
 
 def _td(v: object, numeric: bool, col: str) -> str:
@@ -240,7 +266,8 @@ def render_report(
     page.group(_sections(analysis, run=run, mode=mode, with_config=True), prefix="a", heading=None)
     ranks = getattr(analysis, "ranks", []) or []
     sub = f"{_source(analysis)} · {len(ranks)} rank(s)" + (f" · mode {mode}" if mode else "")
-    return page.render(title=title or "domino-prof overlap report", subtitle=sub)
+    return page.render(title=title or "domino-prof overlap report", subtitle=sub,
+                       emulation=_emulation_of(analysis, run=run))  # fmt: skip
 
 
 def write_report(
@@ -276,7 +303,8 @@ def render_run_report(analyses: Mapping[str, Any], *, run: dict, title: str | No
         page.group(secs, prefix=f"mode-{_slug(mode)}", heading=f"Mode: {mode}")
     page.group([F.configuration(None, run=run)], prefix="config", heading="Run configuration")
     sub = " · ".join([", ".join(order), *_run_facts(run)])
-    return page.render(title=title or "domino-prof run report", subtitle=sub)
+    return page.render(title=title or "domino-prof run report", subtitle=sub,
+                       emulation=_emulation_of(*analyses.values(), run=run))  # fmt: skip
 
 
 def _run_facts(run: dict) -> list[str]:
@@ -326,8 +354,9 @@ def render_compare(
         )
     sub = f"{labels[0]}: {_source(a)}  vs  {labels[1]}: {_source(b)}"
     return page.render(
-        title=title or f"domino-prof compare: {labels[0]} vs {labels[1]}", subtitle=sub
-    )
+        title=title or f"domino-prof compare: {labels[0]} vs {labels[1]}", subtitle=sub,
+        emulation=_emulation_of(a, b),
+    )  # fmt: skip
 
 
 def write_compare(

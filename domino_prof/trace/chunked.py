@@ -210,6 +210,7 @@ def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) 
         "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
         "deviceProperties": top_doc.deviceProperties,
         "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
+        "domino_prof": top_doc.domino_prof,
     }
     meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
     base = top["baseTimeNanoseconds"]
@@ -422,6 +423,7 @@ def _top_of(doc) -> dict:
         "baseTimeNanoseconds": doc.baseTimeNanoseconds,
         "deviceProperties": doc.deviceProperties,
         "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
+        "domino_prof": doc.domino_prof,
     }
 
 

@@ -82,6 +82,7 @@ class _Doc(msgspec.Struct, gc=False):
     hostName: Any = None
     host_name: Any = None
     schema: Any = None  # set in domino-prof's own documents (analysis.json, run.json)
+    domino_prof: Any = None  # the comm-emulation mark (emulation.marker)
 
 
 class _TsOnly(msgspec.Struct, frozen=True, gc=False):
@@ -199,6 +200,7 @@ def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
         "baseTimeNanoseconds": doc.baseTimeNanoseconds,
         "deviceProperties": doc.deviceProperties,
         "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
+        "domino_prof": doc.domino_prof,
     }
     return top, doc.traceEvents
 
@@ -229,6 +231,7 @@ def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
         baseTimeNanoseconds=base if isinstance(base, int) and not isinstance(base, bool) else None,
         deviceProperties=raw.get("deviceProperties"),
         hostName=raw.get("hostName", raw.get("host_name")),
+        domino_prof=raw.get("domino_prof"),
     )
 
 
@@ -417,7 +420,19 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
         device_properties=[d for d in dev_props if isinstance(d, dict)]
         if isinstance(dev_props, list)
         else [],
+        emulation=_emulation(path_s, top),
     )
+
+
+def _emulation(path_s: str, top: dict) -> str | None:
+    """The label of the file's comm-emulation mark (``emulation.trace_marker``), or None."""
+    from domino_prof.emulation.marker import trace_marker
+    from domino_prof.errors import TraceError
+
+    try:
+        return trace_marker(top)
+    except TraceError as e:
+        raise _FileError(path_s, e.problem, e.fix) from None
 
 
 @dataclass

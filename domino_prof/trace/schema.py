@@ -114,6 +114,9 @@ class RankMeta:
     negative_durations: dict[str, int] = field(default_factory=dict)
     worst_negative: tuple[str, str, int] | None = None  # (cat, name, dur ns)
     time_unit: str = "us"  # "ns" when the file's ts/dur were written in ns (read as such)
+    # the file's comm-emulation mark (top-level "domino_prof", emulation.marker): its label
+    # "emulated comm (profile NAME)", None for real collectives
+    emulation: str | None = None
 
 
 @dataclass
