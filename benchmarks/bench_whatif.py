@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -91,12 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         # the sign is judged only where the fix measurably changes the step: the two runs'
         # timed-step 95% intervals (stats.py) do not overlap. Where they do, the measured
         # change is within the runs' noise and its sign says nothing (sign_judged false).
-        # (too few blocks for an interval: the timed steps' whole range instead)
+        # (too few blocks for an interval: the timed steps' interquartile range instead,
+        # nearest-rank quartiles; a run's one slow step does not make every change noise)
         def interval(path, mode):
             m = (json.loads(Path(path).read_text()).get("modes") or {}).get(mode or "", {})
             iv = m.get("step_ms_interval") or [None, None]
             if None in iv:
-                iv = [min(m["step_times_ms"]), max(m["step_times_ms"])]
+                v = sorted(m["step_times_ms"])
+                q = [v[max(1, math.ceil(f * len(v))) - 1] for f in (0.25, 0.75)]
+                iv = q
             return iv, m.get("step_ms")
 
         (lo_a, hi_a), med_a = interval(a.trace_run_json, a.trace_mode)
