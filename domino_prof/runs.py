@@ -485,6 +485,14 @@ def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     timed = {m: r for m, r in run["modes"].items() if r.get("step_ms") is not None}
     run["comparison"] = comparison_rows(timed)
     run["verdict"] = verdicts(timed)
+    if analyses:  # what keeps domino from nocomm (analysis.limits); absent without both
+        from domino_prof.analysis.limits import limits
+
+        lim = limits(run, analyses)
+        if lim is None:
+            run.pop("limits", None)
+        else:
+            run["limits"] = lim
     _write_report(out, run, analyses, failed)
     _write_pftraces(out, run, analyses)
     write_run(out, run)

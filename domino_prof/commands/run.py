@@ -86,6 +86,9 @@ def print_comparison(run: dict) -> None:
     verdict = verdict_text(run.get("verdict") or [])
     if verdict:  # the answer, with its noise: "within noise" when the interval holds 1.0
         print(f"verdict (timed steps, 95% intervals{', ' + label if label else ''}): {verdict}")
+    lim = run.get("limits")
+    if lim and lim.get("text"):  # what keeps domino from nocomm (analysis.limits)
+        print(f"what limits {lim['mode']}{' (' + label + ')' if label else ''}: {lim['text']}")
     if label:
         print(f"{label}: one GPU ran rank 0's shard; losses meaningless", file=sys.stderr)
     if "nocomm" in run["modes"]:

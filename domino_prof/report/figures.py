@@ -861,6 +861,26 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
 
 
+def domino_limits(run: dict, analyses: Any) -> Section | None:
+    """What keeps domino from nocomm in this run (``analysis.limits``): the profiled step
+    gap split into exposed comm, overlap tax and the rest. None without both modes."""
+    from domino_prof.analysis.limits import limits
+
+    d = limits(run, analyses)
+    if d is None:
+        return None
+    rows = [["profiled step gap (domino − nocomm)", fmt(d["gap_ms"], ".2f", " ms")],
+            ["exposed comm", fmt(d["exposed_comm_ms"], ".2f", " ms")],
+            ["overlap tax (compute slowed under comm)", fmt(d["overlap_tax_ms"], ".2f", " ms")],
+            ["the rest (split's own cost, host; a remainder)", fmt(d["rest_ms"], ".2f", " ms")]]
+    rows += [[f"exposed in {t['op']}", fmt(t["exposed_ms_per_step"], ".3f", " ms")]
+             for t in d["top_exposed"]]  # fmt: skip
+    cap = ("Per rank and profiled step (docs/METRICS.md, Extension: what limits domino). "
+           + d["text"])
+    return Section("limits", "What limits domino here", cap,
+                   Table(["part", "ms per step"], rows, [False, True]))
+
+
 def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> str:
     """'domino 0.962× tp [0.941, 0.983] (slower), domino-sp 1.004× sp [0.990, 1.020]
     (within noise)': each overlapped mode's speed relative to its synchronous

@@ -294,7 +294,11 @@ def render_run_report(analyses: Mapping[str, Any], *, run: dict, title: str | No
         hidden = {
             m: (getattr(a, "totals", None) or {}).get("hidden_pct") for m, a in analyses.items()
         }
-        page.group([F.mode_comparison(run, hidden_pct=hidden)], prefix="modes", heading="All modes")
+        secs = [F.mode_comparison(run, hidden_pct=hidden)]
+        lim = F.domino_limits(run, analyses)
+        if lim is not None:
+            secs.append(lim)
+        page.group(secs, prefix="modes", heading="All modes")
     # domino (the schedule under study) first, then the run's order
     order = sorted(analyses, key=lambda m: (m != "domino", list(analyses).index(m)))
     for mode in order:

@@ -1,0 +1,120 @@
+"""What keeps an overlapped mode from its comm-free bound, in one run (docs/METRICS.md,
+"Extension: what limits domino").
+
+A run of ``--mode all`` holds ``domino`` and ``nocomm`` (the tp schedule with every
+collective skipped: the step with no comm at all) on the same machine and config. The
+profiled step of domino exceeds nocomm's by ``gap``; this module splits that gap into
+
+* **exposed comm** — domino's comm not under compute, per rank and step
+  (``totals.exposed_ms_per_step``), with the (layer, sub-layer, micro-batch) ranges that
+  expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``);
+* **overlap tax** — compute slowed by the comm it hides (``overheads.whatif.overlap_tax``:
+  ``tax_ms_per_step``), when the analysis could measure it;
+* **the rest** — gap − exposed − tax: what the split itself costs (each micro-batch's
+  kernels are smaller and more numerous, the schedule issues more launches) and host time.
+
+All three are per profiled step (the same profiler overhead on both sides); the timed
+steps' ratio is shown beside them, since that is what the verdict compares. The rest is a
+difference, so it carries the error of both profiled steps: it is printed, never hidden,
+and labelled as a remainder. Torch-free; reads ``Analysis`` objects or their JSON
+documents alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
+
+
+def _get(a: Any, key: str) -> Any:
+    return a.get(key) if isinstance(a, Mapping) else getattr(a, key, None)
+
+
+def _rows(table: Any) -> list[dict]:
+    """A table as rows: a DataFrame, a list of rows or a dict of columns."""
+    if table is None:
+        return []
+    if hasattr(table, "to_dict"):
+        return table.to_dict("records")
+    if isinstance(table, Mapping):
+        keys = list(table)
+        return [dict(zip(keys, vals)) for vals in zip(*(table[k] for k in keys))]
+    return list(table)
+
+
+def _whatif(a: Any) -> Mapping:
+    ov = _get(a, "overheads")
+    w = _get(ov, "whatif") if ov is not None else None
+    return w or {}
+
+
+def top_exposed(a: Any, *, top_n: int = 3) -> list[dict]:
+    """The layer ranges of ``a`` that expose the most comm, ms per rank and step."""
+    totals = _get(a, "totals") or {}
+    ranks = max(1, len(_get(a, "ranks") or []) or int(totals.get("n_ranks") or 1))
+    steps = max(1, int(totals.get("n_iterations") or 1))
+    per: dict[str, float] = {}
+    for r in _rows(_get(a, "by_op")):
+        op = str(r.get("op"))
+        if LAYER_OP.match(op) and r.get("exposed_ns"):
+            per[op] = per.get(op, 0.0) + float(r["exposed_ns"])
+    best = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
+    return [{"op": op, "exposed_ms_per_step": ns / ranks / steps / 1e6} for op, ns in best]
+
+
+def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
+           bound: str = "nocomm") -> dict | None:  # fmt: skip
+    """The split of ``mode``'s profiled step gap to ``bound`` (see the module doc), or None
+    when the run lacks either analysis or a profiled step."""
+    a, b = analyses.get(mode), analyses.get(bound)
+    if a is None or b is None:
+        return None
+    ta, tb = _get(a, "totals") or {}, _get(b, "totals") or {}
+    sa, sb = ta.get("step_ms"), tb.get("step_ms")
+    if sa is None or sb is None:
+        return None
+    gap = float(sa) - float(sb)
+    exposed = float(ta.get("exposed_ms_per_step") or 0.0)
+    tax_doc = _whatif(a).get("overlap_tax") or {}
+    tax = tax_doc.get("tax_ms_per_step")
+    tax = None if tax is None else float(tax)
+    rest = gap - exposed - (tax or 0.0)
+    modes = run.get("modes") or {}
+    ma, mb = (modes.get(mode) or {}).get("step_ms"), (modes.get(bound) or {}).get("step_ms")
+    out = {
+        "mode": mode,
+        "bound": bound,
+        "profiled_step_ms": {mode: float(sa), bound: float(sb)},
+        "gap_ms": gap,
+        "exposed_comm_ms": exposed,
+        "overlap_tax_ms": tax,
+        "rest_ms": rest,
+        "top_exposed": top_exposed(a),
+        "timed_step_ms": {mode: ma, bound: mb},
+        "timed_of_bound": (mb / ma) if ma and mb else None,
+    }
+    out["text"] = limits_text(out)
+    return out
+
+
+def limits_text(d: Mapping) -> str:
+    """One paragraph: the figures of :func:`limits` in words."""
+    mode, bound = d["mode"], d["bound"]
+    speed = d.get("timed_of_bound")
+    head = (f"{mode} runs at {speed:.3f} of {bound}'s speed (timed steps); "
+            if speed is not None else "")  # fmt: skip
+    parts = [f"exposed comm {d['exposed_comm_ms']:.2f} ms"]
+    if d["top_exposed"]:
+        worst = ", ".join(f"{t['op']} {t['exposed_ms_per_step']:.2f}" for t in d["top_exposed"])
+        parts[0] += f" (most: {worst})"
+    if d["overlap_tax_ms"] is None:
+        parts.append("overlap tax not measured")
+    else:
+        parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms (compute slowed under comm)")
+    parts.append(f"the rest {d['rest_ms']:.2f} ms (the split's own cost: smaller, more "
+                 "numerous kernels and launches, and host time; a remainder)")  # fmt: skip
+    return (f"{head}of the {d['gap_ms']:.2f} ms per profiled step by which it trails "
+            f"{bound}: " + "; ".join(parts) + ".")

@@ -1,0 +1,69 @@
+"""analysis.limits: the profiled step gap of domino to nocomm split into exposed comm,
+overlap tax and the rest (docs/METRICS.md, Extension: what limits domino). Hand-worked
+documents: every expected number below is worked out in its comment."""
+
+from __future__ import annotations
+
+import pytest
+
+from domino_prof.analysis.limits import limits, top_exposed
+
+
+def doc(step_ms, exposed, tax, by_op=None, ranks=(0, 1), steps=2):
+    return {"ranks": list(ranks),
+            "totals": {"step_ms": step_ms, "exposed_ms_per_step": exposed,
+                       "n_iterations": steps},
+            "overheads": {"whatif": {"overlap_tax": {"tax_ms_per_step": tax}}},
+            "by_op": by_op or {"rank": [], "op": [], "exposed_ns": []}}  # fmt: skip
+
+
+RUN = {"modes": {"domino": {"step_ms": 110.0}, "nocomm": {"step_ms": 99.0}}}
+
+
+def test_gap_splits_into_exposed_tax_and_rest():
+    # by_op: two ranks x two steps. layer ops: attn_0_batch_0 exposes 4 + 2 = 6 ms over the
+    # 4 rank-steps -> 1.5 ms; mlp_1_batch_1 2 ms -> 0.5; attn_1_batch_0 0.4 -> 0.1; the
+    # optimizer's row is no layer op and is left out, whatever its size
+    by_op = {"rank": [0, 1, 0, 0, 1],
+             "op": ["fwd.layer_attn_0_batch_0", "fwd.layer_attn_0_batch_0",
+                    "bwd.layer_mlp_1_batch_1", "optimizer", "fwd.layer_attn_1_batch_0"],
+             "exposed_ns": [4_000_000, 2_000_000, 2_000_000, 9_000_000, 400_000]}  # fmt: skip
+    d = limits(RUN, {"domino": doc(112.0, 3.0, 1.5, by_op), "nocomm": doc(100.0, 0.0, None)})
+    # gap 112 - 100 = 12 = exposed 3 + tax 1.5 + rest 7.5
+    assert d["gap_ms"] == pytest.approx(12.0)
+    assert (d["exposed_comm_ms"], d["overlap_tax_ms"]) == (3.0, 1.5)
+    assert d["rest_ms"] == pytest.approx(7.5)
+    assert [(t["op"], t["exposed_ms_per_step"]) for t in d["top_exposed"]] == [
+        ("fwd.layer_attn_0_batch_0", pytest.approx(1.5)),
+        ("bwd.layer_mlp_1_batch_1", pytest.approx(0.5)),
+        ("fwd.layer_attn_1_batch_0", pytest.approx(0.1))]  # fmt: skip
+    assert d["timed_of_bound"] == pytest.approx(99.0 / 110.0)
+    assert "0.900 of nocomm's speed" in d["text"] and "the rest 7.50 ms" in d["text"]
+
+
+def test_no_tax_measured_is_said_and_counts_zero_in_the_rest():
+    d = limits(RUN, {"domino": doc(105.0, 2.0, None), "nocomm": doc(100.0, 0.0, None)})
+    assert d["overlap_tax_ms"] is None and d["rest_ms"] == pytest.approx(3.0)
+    assert "overlap tax not measured" in d["text"]
+
+
+def test_a_run_without_either_mode_has_no_limits():
+    assert limits(RUN, {"domino": doc(105.0, 2.0, None)}) is None
+    assert limits(RUN, {"nocomm": doc(100.0, 0.0, None)}) is None
+    nostep = doc(None, 2.0, None)
+    assert limits(RUN, {"domino": nostep, "nocomm": doc(100.0, 0.0, None)}) is None
+
+
+def test_top_exposed_divides_by_ranks_and_steps():
+    one = doc(1.0, 0.0, None, {"rank": [0], "op": ["bwd.layer_attn_3_batch_2"],
+                               "exposed_ns": [3_000_000]}, ranks=(0,), steps=3)  # fmt: skip
+    assert top_exposed(one) == [{"op": "bwd.layer_attn_3_batch_2", "exposed_ms_per_step": 1.0}]
+
+
+def test_report_section_lists_the_parts():
+    from domino_prof.report.figures import domino_limits
+
+    sec = domino_limits(RUN, {"domino": doc(112.0, 3.0, 1.5), "nocomm": doc(100.0, 0.0, None)})
+    assert sec.title == "What limits domino here"
+    assert [r[1] for r in sec.body.rows] == ["12.00 ms", "3.00 ms", "1.50 ms", "7.50 ms"]
+    assert domino_limits(RUN, {"domino": doc(112.0, 3.0, 1.5)}) is None
