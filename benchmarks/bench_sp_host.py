@@ -42,11 +42,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domino_prof.reference_model.streams import CountingStreams, CudaStreams  # noqa: E402
 from domino_prof.reference_model.comm import ProcessGroupComm  # noqa: E402
 from domino_prof.reference_model.config import ModelConfig  # noqa: E402
 from domino_prof.reference_model.parallel import shard_model  # noqa: E402
 from domino_prof.reference_model.schedule import StepRunner  # noqa: E402
+from domino_prof.reference_model.streams import CountingStreams, CudaStreams  # noqa: E402
 from domino_prof.reference_model.verify import batch  # noqa: E402
 
 STUBS: collections.Counter = collections.Counter()  # the stubbed CUDA C calls
@@ -136,8 +136,11 @@ def main(argv=None) -> int:
     ap.add_argument("--splits", type=int, default=2)
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--schedules", default="tp,domino,sp,domino-sp")
-    ap.add_argument("--cuda-python", action="store_true",
-                    help="run torch.cuda's Python layer for the side stream (stubbed C calls)")  # fmt: skip
+    ap.add_argument(
+        "--cuda-python",
+        action="store_true",
+        help="run torch.cuda's Python layer for the side stream (stubbed C calls)",
+    )
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     cfg = ModelConfig(name="host", dim=64, ffn_dim=128, n_heads=4, n_kv_heads=2,
@@ -179,8 +182,8 @@ def main(argv=None) -> int:
             r.step(inp, tgt)
             times[n].append((time.perf_counter() - t0) * 1e3)
             cpu[n].append((time.thread_time() - c0) * 1e3)
-    print(f"{a.layers} layers, {a.splits} micro-batches, tp 1, CPU; "
-          f"{'torch.cuda Python layer over stubs' if a.cuda_python else 'no CUDA layer'}")  # fmt: skip
+    layer = "torch.cuda Python layer over stubs" if a.cuda_python else "no CUDA layer"
+    print(f"{a.layers} layers, {a.splits} micro-batches, tp 1, CPU; {layer}")
     print(f"{'schedule':10s} {'aten':>6s} {'calls':>7s} {'issue ms med / min':>19s} "
           f"{'cpu ms med / min':>17s}  side stream per step")  # fmt: skip
     for n, (_, ops, calls) in runners.items():

@@ -83,5 +83,35 @@ for p in sorted(out.glob("bench_[0-9]*.json")):
           f"{rows['domino']['wall_ms'] / mb['wall_ms'] if 'domino' in rows else float('nan'):.3f}  "
           f"{'ok' if ok else 'MISSED'}")
 print(f"target {'met' if ok_all and n == 3 else 'NOT met'} ({n} repeats read)")
+
+# the profiled steps: host ops' median µs (a slower host shows in view / empty, which
+# launch nothing), side-stream CUDA calls, and the host time outside any op (Python)
+import gzip, statistics
+for name in ("domino", "domino-sp"):
+    p = out / f"{name}.json.gz"
+    if not p.exists():
+        continue
+    ev = [e for e in json.load(gzip.open(p))["traceEvents"]
+          if e.get("cat") in ("cpu_op", "cuda_runtime") and "dur" in e]
+    if not ev:
+        continue
+    main = max({(e["pid"], e["tid"]) for e in ev},
+               key=lambda k: sum(1 for e in ev if (e["pid"], e["tid"]) == k))
+    ev = sorted((e for e in ev if (e["pid"], e["tid"]) == main), key=lambda e: e["ts"])
+    by = {}
+    for e in ev:
+        by.setdefault(e["name"], []).append(e["dur"])
+    med = lambda k: f"{statistics.median(by[k]):.1f}" if k in by else "-"
+    span = max(e["ts"] + e["dur"] for e in ev) - ev[0]["ts"]
+    covered, end = 0.0, ev[0]["ts"]
+    for e in ev:
+        if e["ts"] + e["dur"] > end:
+            covered += e["ts"] + e["dur"] - max(e["ts"], end)
+            end = e["ts"] + e["dur"]
+    counts = {k: len(by.get(k, ())) for k in ("cudaLaunchKernel", "cudaEventRecord",
+              "cudaEventRecordWithFlags", "cudaStreamWaitEvent", "aten::copy_")}
+    print(f"profile {name}: host span {span / 1e3:.1f} ms, outside ops {(span - covered) / 1e3:.1f}"
+          f" ms; median us: view {med('aten::view')} empty {med('aten::empty')} mm "
+          f"{med('aten::mm')} launch {med('cudaLaunchKernel')}; counts {counts}")
 EOF
 ls -la "$OUT"
