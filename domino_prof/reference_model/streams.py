@@ -24,9 +24,10 @@ class CudaStreams:
     def __init__(self, device) -> None:
         self.side = torch.cuda.Stream(device)
 
-    @staticmethod
-    def current():
-        return torch.cuda.current_stream()
+    def current(self):
+        """The current stream of the side stream's device (the model's), whichever device
+        is current: the step's kernels run on the model's device."""
+        return torch.cuda.current_stream(self.side.device)
 
     @staticmethod
     def set(stream) -> None:
