@@ -13,9 +13,13 @@
 # Usage: OUT=/some/dir bash benchmarks/gpu_sp_check.sh
 #   REPS="1 2 3", STEPS=20 (timed steps per row), BENCH_S=150 (per repeat), PROFILE=1,
 #   MODEL_ARGS (default "--model llama3-3b --seq 1024 --mbs 2")
-# Files under $OUT (8 at most come back from the device tool): env.txt,
-#   bench_{1,2,3}.json, bench.log, summary.txt, and with PROFILE=1 the two traces
-#   domino-sp.json.gz, domino.json.gz.
+#   VERIFY=1: then gpu_verify.py --tp 1 (every schedule's gradients vs the unsharded
+#   model, fp32 and bf16, eager / graphs / compile: domino-sp's side stream and its pooled
+#   events on real CUDA streams; ~2.5 min more device time).
+# Files under $OUT (8 at most come back from the device tool): bench_{1,2,3}.json,
+#   bench.log (environment, every run's output), summary.txt (environment, the verdict,
+#   the profile and verify lines), with PROFILE=1 the two traces domino-sp.json.gz,
+#   domino.json.gz, with VERIFY=1 verify/gpu_verify.json.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -28,13 +32,12 @@ mkdir -p "$OUT"
   echo "sources: $(cat domino_prof/reference_model/*.py benchmarks/bench_schedule.py \
     | sha256sum | cut -c1-16)"
   echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+} > "$OUT/.env.txt" 2>&1
+cat "$OUT/.env.txt" | tee "$OUT/bench.log"
 # MODEL_ARGS: e.g. "--layers 1 --seq 32" for a dry run on CPU
 ARGS=(${MODEL_ARGS:---model llama3-3b --seq 1024 --mbs 2} --variants eager --steps "${STEPS:-20}")
 FWD=plain,plain-mb,domino,sp,domino-sp
 REV=domino-sp,sp,domino,plain-mb,plain
-: > "$OUT/bench.log"
 for i in ${REPS:-1 2 3}; do
   rows=$FWD; [ $((i % 2)) = 0 ] && rows=$REV
   echo "== repeat $i: $rows ($(date -u +%T))" | tee -a "$OUT/bench.log"
@@ -51,7 +54,14 @@ if [ "${PROFILE:-1}" = 1 ]; then
     --profile-dir "$OUT" >> "$OUT/bench.log" 2>&1
   for s in domino-sp domino; do [ -f "$OUT/$s.json.gz" ] || echo "no trace $s" >> "$OUT/bench.log"; done
 fi
-python3 - "$OUT" <<'EOF' | tee "$OUT/summary.txt"
+if [ "${VERIFY:-0}" = 1 ]; then  # gradients on real CUDA streams (~2.5 min more)
+  echo "== gpu_verify --tp 1 ($(date -u +%T))" >> "$OUT/bench.log"
+  timeout "${VERIFY_S:-200}" python3 benchmarks/gpu_verify.py --tp 1 --out "$OUT/verify" \
+    >> "$OUT/bench.log" 2>&1
+  rm -f "$OUT"/verify/*.json.gz  # its concurrency trace: over the 8 files that come back
+fi
+{ cat "$OUT/.env.txt"; rm -f "$OUT/.env.txt"; } > "$OUT/summary.txt"
+python3 - "$OUT" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 from pathlib import Path
 
@@ -83,6 +93,19 @@ for p in sorted(out.glob("bench_[0-9]*.json")):
           f"{rows['domino']['wall_ms'] / mb['wall_ms'] if 'domino' in rows else float('nan'):.3f}  "
           f"{'ok' if ok else 'MISSED'}")
 print(f"target {'met' if ok_all and n == 3 else 'NOT met'} ({n} repeats read)")
+
+vf = out / "verify" / "gpu_verify.json"
+if vf.exists():
+    res = json.loads(vf.read_text())
+    for k, v in res.items():
+        if k.startswith("domino-sp") or k.startswith("sp_"):
+            print(f"gpu_verify {k}: {v.get('max_rel_err', v.get('error'))}")
+    errs = {k: v.get("max_rel_err") for k, v in res.items() if isinstance(v, dict)}
+    f32 = max((e for k, e in errs.items() if "float32" in k and e is not None), default=None)
+    b16 = max((e for k, e in errs.items() if "bfloat16" in k and e is not None), default=None)
+    bad = [k for k, v in res.items() if isinstance(v, dict) and "error" in v]
+    print(f"gpu_verify --tp 1: fp32 max {f32} (<= 1.1e-5), bf16 max {b16} (<= 0.03), "
+          f"errors {bad}")
 
 # the profiled steps: host ops' median µs (a slower host shows in view / empty, which
 # launch nothing), side-stream CUDA calls, and the host time outside any op (Python)
