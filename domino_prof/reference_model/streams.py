@@ -52,7 +52,7 @@ class CudaStreams:
 
 class CountingStreams:
     """CPU stand-in for :class:`CudaStreams` (tests): the streams are names, events are
-    numbered, nothing is ordered; every call is counted in ``calls`` (``set``, ``event``
+    plain objects, nothing is ordered; every call is counted in ``calls`` (``set``, ``event``
     (created), ``record``, ``wait``, ``join``) and ``stream`` is the current one, so a test
     runs domino-sp's side-stream path on CPU and counts its host work per step."""
 
