@@ -22,6 +22,9 @@ runner held the host back to keep at most ``--graph-inflight`` graph launches qu
 peak. On CUDA, attention is forced to the schedules' kernel (``--attention``: flash,
 cudnn, or auto = cuDNN on Hopper) for ``plain`` too, so every row runs the same
 attention kernels (the kernel, and SDPA's own default choice, are recorded in the JSON).
+``--rows`` runs a chosen list of rows in a chosen order (plain rows among them), e.g.
+``--rows domino-sp,sp,plain-mb`` (benchmarks/gpu_sp_check.sh alternates the order per
+repeat, so that no row is always the one run last in its process).
 
 Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",
 "issue_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
@@ -293,6 +296,13 @@ def main(argv=None) -> int:
     ap.add_argument("--profile-dir", type=Path, default=Path("bench_traces"))
     ap.add_argument("--skip-plain", action="store_true", help="no plain autograd rows")
     ap.add_argument(
+        "--rows",
+        default=None,
+        help="comma list of rows in the order to run them, plain and plain-mb among the "
+        "schedules (e.g. domino-sp,plain-mb,sp); replaces --schedules and --skip-plain; "
+        "plain rows run with the first variant only",
+    )
+    ap.add_argument(
         "--graph-inflight", type=int, default=8, help="StepRunner.graph_inflight (0: no throttle)"
     )
     ap.add_argument("--attention", default="auto", choices=units.ATTENTION_KERNELS,
@@ -367,16 +377,28 @@ def main(argv=None) -> int:
             tmp.write_text(json.dumps(doc, indent=1))
             os.replace(tmp, a.out)
 
-    for s, n in () if a.skip_plain else (("plain", 1), ("plain-mb", a.splits)):
-        add(
-            {"schedule": s, "graphs": False, "compile": False, "splits": n},
-            lambda n=n: bench_plain(cfg, inp, tgt, splits=n, **kw),
-        )
-    for v in variants:
-        graphs, comp = "graphs" in v, "compile" in v
-        if graphs and not cuda:
-            continue
-        for s in a.schedules.split(","):
+    plain = {"plain": 1, "plain-mb": a.splits}
+    order = (
+        a.rows.split(",")
+        if a.rows
+        else [*(() if a.skip_plain else plain), *a.schedules.split(",")]
+    )
+    for name in order:
+        if name not in plain and name not in SCHEDULES:
+            ap.error(f"unknown row {name!r}; rows: {', '.join([*plain, *SCHEDULES])}")
+    passes = [v for v in variants if cuda or "graphs" not in v]  # graphs: CUDA only
+    for i, v in enumerate(passes or [None]):
+        for s in order:
+            if s in plain:
+                if i == 0:  # the autograd baselines: once, eager, in the first pass
+                    add(
+                        {"schedule": s, "graphs": False, "compile": False, "splits": plain[s]},
+                        lambda n=plain[s]: bench_plain(cfg, inp, tgt, splits=n, **kw),
+                    )
+                continue
+            if v is None:
+                continue
+            graphs, comp = "graphs" in v, "compile" in v
             prof = a.profile_dir if f"{s}:{v}" in a.profile.split(",") else None
             add(
                 {"schedule": s, "graphs": graphs, "compile": comp},

@@ -11,6 +11,14 @@ touches is a *kept* segment output (never freed, so never reused under a graph).
 During replay only the kept outputs are returned (the rest are None): a segment's
 other outputs may only be passed on to later segments, whose graphs captured them.
 
+Side stream (domino-sp's chains): the executor keeps the step's compute stream and the
+side stream as objects (read once per step), switches between them with one
+``set_stream`` call each way (:meth:`SegmentExecutor.side_ctx`; re-entrant, so a whole
+chain of wait / segment / buffer / launch is one switch), records the events that order
+the two streams from a pool reused every step, on a known stream (no
+``current_stream()`` lookup), and makes a stream wait for one directly. On CPU there is
+no side stream; tests swap in ``streams.CountingStreams`` to run and count that path.
+
 With ``record=True`` the executor appends every event it executes to ``events``, in
 order: ``("run", key)`` for a segment (its deferred weight gradient first, if any),
 ``("launch", key)`` for a collective, ``("wait", key)`` for a wait on one, where a key
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from domino_prof.reference_model.comm import Comm, NoComm
+from domino_prof.reference_model.streams import CudaStreams, SideCtx
 
 _NULL = contextlib.nullcontext()
 _NO_COMM = NoComm()
@@ -58,7 +67,10 @@ class Pending:
 
 class EventWork:
     """The work handle of a collective that ran inline (tp 1, nocomm) on a stream:
-    ``wait()`` orders the current stream after it, as c10d's work does."""
+    ``wait()`` orders the current stream after it, as c10d's work does (the executor
+    waits on it through its streams, without looking the current stream up)."""
+
+    __slots__ = ("ev",)
 
     def __init__(self, ev) -> None:
         self.ev = ev
@@ -114,8 +126,19 @@ class SegmentExecutor:
         self._statics: dict = {}
         self._bufs: dict = {}
         # a side stream for segments that must not wait for the compute stream's work
-        self.side = torch.cuda.Stream(device) if (self.cuda and side_stream) else None
-        self._held: list[torch.Tensor] = []  # eager side-stream tensors, until streams join
+        self._streams = CudaStreams(device) if (self.cuda and side_stream) else None
+        self.side = None if self._streams is None else self._streams.side
+        self._main = None  # the step's compute stream (read at the start of each step)
+        self._on_side = False  # inside side_ctx()
+        self._side_ctx = SideCtx(self)
+        self._ev_pool: list = []  # events ordering the two streams, reused every step
+        self._ev_n = 0  # of the pool, used so far this step
+        self._held: list = []  # eager side-stream tensors (in tuples), until streams join
+
+    def use_streams(self, streams) -> None:
+        """Replace the side-stream backend (tests: ``streams.CountingStreams`` on CPU)."""
+        self._streams, self.side = streams, streams.side
+        self._main = None
 
     # -- a step: eager, or capture once then replay ---------------------------------------
     def step(self, key, run):
@@ -123,14 +146,23 @@ class SegmentExecutor:
         with graphs: captured on the first call for this ``key`` (input shapes), replayed
         on every call."""
         if not self.graphs:
+            self._begin()
             return run()
         if self._graph_key != key:
             self._capture(run, key)
         self.mode = "replay"
         try:
+            self._begin()
             return run()
         finally:
             self.mode = "eager"
+
+    def _begin(self) -> None:
+        """A step starts: its compute stream is the current one; the event pool restarts
+        (every event of the last step was recorded, and waited for, before this one)."""
+        if self._streams is not None:
+            self._main = self._streams.current()
+            self._ev_n = 0
 
     def _capture(self, run, key) -> None:
         """Warm up eagerly (lazy library init), then capture every segment in order."""
@@ -141,6 +173,7 @@ class SegmentExecutor:
             self._cap_stream = torch.cuda.Stream()
             self._cap_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self._cap_stream):
+                self._begin()
                 run()
             torch.cuda.current_stream().wait_stream(self._cap_stream)
             torch.cuda.synchronize()
@@ -149,6 +182,7 @@ class SegmentExecutor:
             self._side_pool = torch.cuda.graph_pool_handle()
         self.mode = "capture"
         try:
+            self._begin()
             run()
         finally:
             self.mode = "eager"
@@ -190,24 +224,25 @@ class SegmentExecutor:
             self.events.append(("run", key))
         side = side and self.side is not None
         mode = self.mode
-        stream = self.side if side else None
         if mode == "replay":
             g, kept = self.graph_store[key]
-            with torch.cuda.stream(stream) if stream is not None else _NULL:
+            with self.side_ctx(side):
                 self._throttle()
                 g.replay()
             return kept
         f = self._fn(fn)
+        if mode == "eager":
+            if side:
+                return self._run_side(f, args, pre)
+            if pre is not None:
+                pre.fn(*pre.args)
+            return f(*args)
 
         def body():
             if pre is not None:
                 pre.fn(*pre.args)
             return f(*args)
 
-        if mode == "eager":
-            if stream is None:
-                return body()
-            return self._on_side(body, args)
         # capture
         if self.cuda:
             # capture_begin/end rather than `with torch.cuda.graph(...)`, which runs
@@ -251,28 +286,39 @@ class SegmentExecutor:
             self._inflight.pop(0).synchronize()
             self.host_wait_s += time.perf_counter() - t0
 
-    def _on_side(self, body, args):
+    def _run_side(self, f, args, pre):
         """Eager side-stream segment. Its inputs come from the compute stream and its
         outputs go back to it, so none of them may be recycled by the allocator while
-        the other stream can still touch them: they are held (``_held``) until the end
-        of the step, after the two streams have joined (:meth:`join_side`).
-        (``record_stream`` would do the same per tensor, but it makes every later
-        allocation poll an event per recorded block: measured several times slower host
-        issue on H200.)"""
-        self._held.extend(_tensors(args))
-        with torch.cuda.stream(self.side):
-            outs = body()
-        self._held.extend(o for o in outs if isinstance(o, torch.Tensor))
+        the other stream can still touch them: they are held (``_held``, the argument and
+        output tuples as they are) until the end of the step, after the two streams have
+        joined (:meth:`join_side`). (``record_stream`` would do the same per tensor, but
+        it makes every later allocation poll an event per recorded block: measured
+        several times slower host issue on H200.)"""
+        self._held.append(args)
+        if self._on_side:  # inside a chain's side_ctx() already
+            if pre is not None:
+                pre.fn(*pre.args)
+            outs = f(*args)
+        else:
+            with self._side_ctx:
+                if pre is not None:
+                    pre.fn(*pre.args)
+                outs = f(*args)
+        self._held.append(outs)
         return outs
 
     def side_ctx(self, side: bool = True):
-        return torch.cuda.stream(self.side) if (side and self.side is not None) else _NULL
+        """``with``: the side stream is current (a no-op without one, or when it already
+        is: a chain enters it once, and its steps' own ``side=True`` switch nothing)."""
+        if side and self.side is not None and not self._on_side:
+            return self._side_ctx
+        return _NULL
 
     def join_side(self) -> None:
         """The compute stream waits for the side stream; held tensors are released (both
         streams' uses are ordered before what follows)."""
         if self.side is not None:
-            torch.cuda.current_stream().wait_stream(self.side)
+            self._streams.join(self._main, self.side)
             self._held.clear()
 
     # -- tensors fed from outside, buffers collectives write ------------------------------
@@ -297,9 +343,12 @@ class SegmentExecutor:
         if self.mode == "replay":
             return self._bufs[key]
         if side and self.side is not None:
-            with torch.cuda.stream(self.side):
+            if self._on_side:
                 t = torch.empty(shape, dtype=dtype, device=device)
-            self._held.append(t)  # see _on_side
+            else:
+                with self._side_ctx:
+                    t = torch.empty(shape, dtype=dtype, device=device)
+            self._held.append(t)  # see _run_side
         else:
             t = torch.empty(shape, dtype=dtype, device=device)
         if self.mode == "capture":
@@ -316,35 +365,47 @@ class SegmentExecutor:
         issuing stream, so the other stream still orders after it."""
         if self.events is not None:
             self.events.append(("launch", key))
-        comm = _NO_COMM if self.mode == "capture" else self.comm
-        with self.side_ctx(side):
-            w = getattr(comm, collective)(*args, async_op=async_op, **kw)
-            if ordered:
-                w = self.mark(w)
+        call = getattr(_NO_COMM if self.mode == "capture" else self.comm, collective)
+        if side and self.side is not None and not self._on_side:
+            with self._side_ctx:
+                w = call(*args, async_op=async_op, **kw)
+        else:
+            w = call(*args, async_op=async_op, **kw)
+        if ordered and w is None and self.side is not None:
+            w = EventWork(self._record(side))
         return Pending(key, w)
 
     def mark(self, w=None):
         """``w``, or (if None and a side stream exists) an event on the current stream."""
         if w is None and self.side is not None:
-            ev = torch.cuda.Event()
-            ev.record()
-            return EventWork(ev)
+            return EventWork(self._record())
         return w
 
+    def _record(self, side: bool = False):
+        """An event of the pool, recorded on the current stream (``side``: on the side
+        stream)."""
+        i = self._ev_n
+        self._ev_n = i + 1
+        pool = self._ev_pool
+        if i == len(pool):
+            pool.append(self._streams.event())
+        ev = pool[i]
+        self._streams.record(ev, self.side if (side or self._on_side) else self._main)
+        return ev
+
     def wait(self, p: Pending | None, *, side: bool = False) -> None:
-        """Wait for a launched collective (``side``: the side stream waits)."""
+        """Wait for a launched collective (``side``: the side stream waits; else the
+        current stream)."""
         if p is None:
             return
         if self.events is not None:
             self.events.append(("wait", p.key))
-        if p.work is not None:
-            with self.side_ctx(side):
-                p.work.wait()
-
-
-def _tensors(args):
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, tuple | list):
-            yield from _tensors(a)
+        w = p.work
+        if w is None:
+            return
+        if type(w) is EventWork:  # ordered inline collective: a stream waits for an event
+            on_side = self._on_side or (side and self.side is not None)
+            self._streams.wait(w.ev, self.side if on_side else self._main)
+            return
+        with self.side_ctx(side):
+            w.wait()

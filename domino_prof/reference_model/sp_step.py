@@ -82,14 +82,15 @@ class ShardedStep(StepBase):
         the norm output (the chain; on the side stream where there is one)."""
         ex = self.ex
         h_s, y_s, w = self.x[b]
-        ex.wait(w, side=True)
-        n_s, h_s, rstd = ex.run(
-            ("N", u.index, b), S.seg_norm, h_s, y_s, u.weights[0], self.dims.eps, side=True
-        )
+        with ex.side_ctx():  # the whole chain: one switch to the side stream and back
+            ex.wait(w, side=True)
+            n_s, h_s, rstd = ex.run(
+                ("N", u.index, b), S.seg_norm, h_s, y_s, u.weights[0], self.dims.eps, side=True
+            )
+            n_full = self._buf("ag", u, b, self.T, side=True)
+            p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
+                          side=True, ordered=True)  # fmt: skip
         self.acts[u.index, b] = ShardActs(h=h_s, rstd=rstd, n=n_s)
-        n_full = self._buf("ag", u, b, self.T, side=True)
-        p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
-                      side=True, ordered=True)  # fmt: skip
         self.ag[b] = (n_full, p)
 
     def core(self, u: Layer, b: int) -> None:
@@ -154,24 +155,24 @@ class ShardedStep(StepBase):
         all-gathers of that gradient and of unit u−1's saved norm output."""
         ex = self.ex
         dn_s, w = self.rs[b]
-        ex.wait(w, side=True)
         acts = self.acts.pop((u.index, b))
         w_norm = u.weights[0]
-        (g_s,) = ex.run(
-            ("B", u.index, b), S.seg_norm_bwd, self.g_s[b], dn_s, acts.h, acts.rstd, w_norm,
-            w_norm.grad, self._first(("norm", u.index)), side=True,
-        )  # fmt: skip
+        with ex.side_ctx():  # the whole chain: one switch to the side stream and back
+            ex.wait(w, side=True)
+            (g_s,) = ex.run(
+                ("B", u.index, b), S.seg_norm_bwd, self.g_s[b], dn_s, acts.h, acts.rstd,
+                w_norm, w_norm.grad, self._first(("norm", u.index)), side=True,
+            )  # fmt: skip
+            g_full = self._buf("gag", u, b, self.T, side=True)
+            wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
+                           side=True, ordered=True)  # fmt: skip
+            n_full = wn = None
+            if u.index > 0:  # unit u-1's norm output, the input of its weight gradient
+                n_full = self._buf("nag", u, b, self.T, side=True)
+                wn = ex.launch(("nag", u.index, b), "all_gather", n_full,
+                               self.acts[u.index - 1, b].n, async_op=async_op, side=True,
+                               ordered=True)  # fmt: skip
         self.g_s[b] = g_s
-        g_full = self._buf("gag", u, b, self.T, side=True)
-        wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
-                       side=True, ordered=True)  # fmt: skip
-        if u.index == 0:
-            self.gag[b] = (g_full, wg, None, None)
-            return
-        n_full = self._buf("nag", u, b, self.T, side=True)
-        n_below = self.acts[u.index - 1, b].n
-        wn = ex.launch(("nag", u.index, b), "all_gather", n_full, n_below, async_op=async_op,
-                       side=True, ordered=True)  # fmt: skip
         self.gag[b] = (g_full, wg, n_full, wn)
 
     def embed_bwd(self, b: int) -> None:

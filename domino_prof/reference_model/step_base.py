@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from domino_prof.reference_model import segments as S
-from domino_prof.reference_model.executor import Deferred
+from domino_prof.reference_model.executor import _NULL, Deferred, _profiling
 from domino_prof.reference_model.layers import Head, Layer, Unit
 
 
@@ -58,8 +58,9 @@ class StepBase:
         self.losses: list[torch.Tensor] = []
 
     def at(self, phase: str, u: Unit, b: int):
-        """The profiler range of (phase, unit, micro-batch)."""
-        return self.ex.range(u.range_name(phase, b))
+        """The profiler range of (phase, unit, micro-batch) (its name is formatted only
+        while a profiler runs)."""
+        return self.ex.range(u.range_name(phase, b)) if _profiling() else _NULL
 
     def _take_pre(self) -> Deferred | None:
         pre, self.pre = self.pre, None
