@@ -180,7 +180,9 @@ def _median(x: np.ndarray, default: int) -> int:
 
 
 def _api(names) -> np.ndarray:
-    return np.array([_VERSION.sub("", str(n)) for n in names], dtype=object)
+    """Call names without CUPTI's version suffix: the regex once per distinct name."""
+    codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    return np.array([_VERSION.sub("", str(n)) for n in uniq], dtype=object)[codes]
 
 
 def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode: str,
@@ -193,6 +195,41 @@ def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode
     if mode == "cpu":
         return _cpu_graph(iv, rank=rank, reference=reference)
     return _gpu_graph(events, iv, rank=rank)
+
+
+def _inferred_waits(late, dev, dl, d_s, d_e, prev_end) -> tuple[np.ndarray, np.ndarray]:
+    """For each late interval ``k``: the interval of another stream of its device that
+    ended last at or before ``d_s[k]`` (ends sorted per device, ties by row), kept when it
+    ended within INFER_GAP_NS of ``d_s[k]`` and after ``k``'s stream predecessor.
+    Vectorised: the last interval ending by ``d_s[k]`` on its device, stepped back past
+    the run of ``k``'s own stream that holds it."""
+    o = np.lexsort((d_e, dev))
+    dev_o, end_o, lane_o = dev[o], d_e[o], dl[o]
+    dk, sk, lk = dev[late], d_s[late], dl[late]
+    lo = np.searchsorted(dev_o, dk, "left")
+    dev_hi = np.searchsorted(dev_o, dk, "right")
+    # last row of k's device ending at or before d_s[k]: per device, since ends sort
+    # within a device
+    j = lo - 1
+    for d in np.unique(dk).tolist():
+        m = dk == d
+        a, b = int(lo[m][0]), int(dev_hi[m][0])
+        j[m] = np.searchsorted(end_o[a:b], sk[m], "right") + a - 1
+    # where that row is on k's own stream, step to just before its run of that stream
+    n = len(o)
+    run_start = np.zeros(n, np.int64)
+    if n:
+        new_run = np.ones(n, bool)
+        new_run[1:] = (lane_o[1:] != lane_o[:-1]) | (dev_o[1:] != dev_o[:-1])
+        run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
+    ok = j >= lo
+    jj = np.maximum(j, 0)
+    own = ok & (lane_o[jj] == lk)
+    j = np.where(own, run_start[jj] - 1, j)
+    ok = j >= lo
+    jj = np.maximum(j, 0)
+    ok &= (sk - end_o[jj] <= INFER_GAP_NS) & (end_o[jj] > prev_end[late])
+    return late[ok], o[jj[ok]]
 
 
 def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGraph:
@@ -292,19 +329,7 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
     dev = iv["device"].to_numpy(np.int64)
     late = sd[(d_s[sd] - d_e[ss]) > INFER_GAP_NS]
     if len(late):
-        o = np.lexsort((d_e, dev))
-        dev_o, end_o = dev[o], d_e[o]
-        wd, ws = [], []
-        for k in late.tolist():
-            lo = np.searchsorted(dev_o, dev[k], "left")
-            hi = np.searchsorted(end_o[lo:np.searchsorted(dev_o, dev[k], "right")],
-                                 d_s[k], "right") + lo  # fmt: skip
-            j = hi - 1
-            while j >= lo and dl[o[j]] == dl[k]:
-                j -= 1
-            if j >= lo and d_s[k] - end_o[j] <= INFER_GAP_NS and end_o[j] > prev_end[k]:
-                wd.append(k)
-                ws.append(int(o[j]))
+        wd, ws = _inferred_waits(late, dev, dl, d_s, d_e, prev_end)
         add(wd, ws, EVENT, False, 0)
     # host thread order; the gap is the host's own work
     td, ts_ = _prev_on_lane(hl, h_s, h_e)
