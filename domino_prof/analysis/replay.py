@@ -194,7 +194,35 @@ def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode
         return None
     if mode == "cpu":
         return _cpu_graph(iv, rank=rank, reference=reference)
-    return _gpu_graph(events, iv, rank=rank)
+    ev = events.loc[events["rank"].to_numpy() == rank]
+    host = _host_calls(ev)
+    n = len(iv) + len(host[0])  # the graph's nodes: device intervals, then host calls
+    if n > REPLAY_MAX_NODES:  # never replayed (whatif_of_results): not built
+        return TooBig(rank=rank, n_nodes=n)
+    return _gpu_graph(ev, iv, rank=rank, host=host)
+
+
+@dataclass(frozen=True)
+class TooBig:
+    """A rank whose graph alone has more than REPLAY_MAX_NODES nodes: the what-if is
+    not replayed then, whatever the other ranks, so only the count is kept (building
+    it cost 16 s and 0.5 GB on a 3M-event rank, for nothing)."""
+
+    rank: int
+    n_nodes: int
+
+
+def _host_calls(ev: pd.DataFrame):
+    """(calls, tid, start, end) of the top-level runtime / driver calls per thread."""
+    rt = ev.loc[ev["cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy()]
+    rt = rt.sort_values(["tid", "ts"], kind="stable")
+    h_tid = rt["tid"].to_numpy(np.int64)
+    h_s = rt["ts"].to_numpy(np.int64)
+    h_e = h_s + np.maximum(rt["dur"].to_numpy(np.int64), 0)
+    run_end = pd.Series(h_e).groupby(h_tid, sort=False).cummax().to_numpy(np.int64)
+    top = np.ones(len(rt), dtype=bool)
+    top[1:] = (h_tid[1:] != h_tid[:-1]) | (h_s[1:] >= run_end[:-1])
+    return rt.loc[top], h_tid[top], h_s[top], h_e[top]
 
 
 def _inferred_waits(late, dev, dl, d_s, d_e, prev_end) -> tuple[np.ndarray, np.ndarray]:
@@ -260,21 +288,12 @@ def _handoffs(cand_d, cand_lo, hl, h_s, h_e) -> tuple[np.ndarray, np.ndarray]:
     return cand_d[ok], order[kk[ok]].astype(np.int64)
 
 
-def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGraph:
+def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> RankGraph:
+    """``ev``: this rank's events; ``host``: its :func:`_host_calls`, when known."""
     from domino_prof.analysis.switches import switch_edges
 
-    ev = events.loc[events["rank"].to_numpy() == rank]
     # host calls: top-level runtime / driver calls per thread
-    rt = ev.loc[ev["cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy()]
-    rt = rt.sort_values(["tid", "ts"], kind="stable")
-    h_tid = rt["tid"].to_numpy(np.int64)
-    h_s = rt["ts"].to_numpy(np.int64)
-    h_e = h_s + np.maximum(rt["dur"].to_numpy(np.int64), 0)
-    run_end = pd.Series(h_e).groupby(h_tid, sort=False).cummax().to_numpy(np.int64)
-    top = np.ones(len(rt), dtype=bool)
-    top[1:] = (h_tid[1:] != h_tid[:-1]) | (h_s[1:] >= run_end[:-1])
-    rt = rt.loc[top]
-    h_tid, h_s, h_e = h_tid[top], h_s[top], h_e[top]
+    rt, h_tid, h_s, h_e = _host_calls(ev) if host is None else host
     h_api = _api(rt["name"].astype(str).to_numpy())
     h_corr = rt["correlation"].to_numpy(np.int64)
     nh = len(rt)
@@ -1090,9 +1109,10 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     parts = [r.extra.get("replay") for r in results]
     notes = [Note(p, "replay") for p in parts if isinstance(p, str)]
     graphs = [p for p in parts if isinstance(p, RankGraph)]
-    if not graphs:
+    too_big = [p for p in parts if isinstance(p, TooBig)]
+    if not graphs and not too_big:
         return {}, notes
-    n = sum(len(g.start) for g in graphs)
+    n = sum(len(g.start) for g in graphs) + sum(b.n_nodes for b in too_big)
     if n > REPLAY_MAX_NODES:
         why = (f"not replayed: {n} nodes exceed the {REPLAY_MAX_NODES} a replay handles "
                "quickly (one Python pass per scenario); analyse fewer steps or ranks "
