@@ -31,6 +31,93 @@ except ImportError:  # pragma: no cover - older typer
     _tx = None
 
 
+def _light_coercion() -> None:
+    """Start-up: typer >= 0.2x coerces every parameter, defaults included, through a
+    pydantic TypeAdapter, and importing pydantic and building the adapters of one
+    command costs about 0.13 s of CPU (a third of what a 2-event ``analyze`` spends
+    outside pandas). The plain cases (a missing value; a str; an int written as
+    digits; a Path with none of typer's path checks; lists of those) are coerced here
+    to exactly what typer's adapters return (tests/test_cli_errors.py compares them);
+    everything else (a bad value, a bound, an Enum, a parser) goes to typer's own
+    coercion, so its errors read as before. A typer without these internals is left
+    as it is."""
+    try:
+        from typer._param_types import coerce_cli_path
+        from typer.core import _TyperParameter
+    except ImportError:  # pragma: no cover - older typer (no pydantic)
+        return
+    typers = _TyperParameter.__dict__.get("get_runtime_param")
+    if typers is None or getattr(typers, "_light", False):
+        return
+
+    class _Light:
+        __slots__ = ("desc", "param")
+
+        def __init__(self, param) -> None:
+            self.param, self.desc = param, param.type_descriptor
+
+        def coerce(self, value, param, ctx):
+            multi = param.multiple or param.nargs == -1
+            if value is None:
+                return () if multi else None
+            if multi and isinstance(value, (list, tuple)):
+                elem = _elem(self.desc.annotation)
+                if elem is not None:
+                    out = [_plain(elem, v, self.desc.parameter_info, param, ctx) for v in value]
+                    if all(o is not _NO for o in out):
+                        return out
+            elif not multi:
+                got = _plain(self.desc.annotation, value, self.desc.parameter_info, param, ctx)
+                if got is not _NO:
+                    return got
+            return typers(self.param).coerce(value, param=param, ctx=ctx)
+
+    def _elem(annotation):
+        from typing import get_args, get_origin
+
+        if get_origin(annotation) is list and len(get_args(annotation)) == 1:
+            return get_args(annotation)[0]
+        return None
+
+    def _plain(annotation, value, info, param, ctx):
+        import re
+        from pathlib import Path
+
+        if info.parser is not None:
+            return _NO
+        if annotation is str and isinstance(value, str):
+            return value
+        if annotation is int and info.min is None and info.max is None and not info.clamp:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,18}", value):
+                return int(value)
+            return _NO
+        if (annotation is Path and info.path_type is None and isinstance(value, str) and value
+                and not (info.exists or info.resolve_path or info.allow_dash)):  # fmt: skip
+            return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
+        return _NO
+
+    def get_runtime_param(self):
+        if self._runtime_param is None and _simple(self.type_descriptor):
+            return _Light(self)
+        return typers(self)
+
+    def _simple(desc) -> bool:
+        from pathlib import Path
+
+        ann = _elem(desc.annotation) or desc.annotation
+        return desc.file_annotation is None and ann in (str, int, bool, Path)
+
+    get_runtime_param._light = True  # type: ignore[attr-defined]
+    get_runtime_param._typers = typers  # type: ignore[attr-defined]
+    _TyperParameter.get_runtime_param = get_runtime_param
+
+
+_NO = object()  # "not a plain case": typer's own coercion decides
+_light_coercion()
+
+
 def _both(name: str) -> tuple[type, ...]:
     return tuple({getattr(m, name) for m in (_tx, _cx) if m is not None and hasattr(m, name)})
 

@@ -40,6 +40,18 @@ def overlapped_mask(intervals: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return comp, (dur > 0) & (inter > OVERLAP_FRACTION * dur)
 
 
+def _per_pair(a: pd.Series, b: pd.Series, fn) -> pd.Series:
+    """``fn(a, b)`` (element-wise string work) computed once per distinct (a, b) pair and
+    spread back to the rows: the same values, without a regex per row."""
+    if len(a) == 0:
+        return fn(a, b)
+    ac, au = pd.factorize(a, use_na_sentinel=False)
+    bc, bu = pd.factorize(b, use_na_sentinel=False)
+    pc, pu = pd.factorize(ac.astype(np.int64) * len(bu) + bc)
+    out = fn(pd.Series(au.take(pu // len(bu))), pd.Series(bu.take(pu % len(bu))))
+    return pd.Series(out.to_numpy(dtype=object)[pc], index=a.index, dtype=object)
+
+
 def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
     """One rank's groups: :data:`TAX_COLUMNS` (sums, so ranks combine by concatenation)."""
     if intervals is None or len(intervals) == 0:
@@ -56,8 +68,8 @@ def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
         keep = leaf_ops(thr, c["start"].to_numpy(np.int64), dur)
         key = c["name"].astype(str) + " @ thread " + c["stream"].astype(str)
     else:  # name + the launching op with its numbers dropped (same layer shapes)
-        op = c["op"].astype(str).str.replace(r"\d+", "N", regex=True)
-        key = c["name"].astype(str) + " @ " + op
+        key = _per_pair(c["name"].astype(str), c["op"].astype(str),
+                        lambda n, o: n + " @ " + o.str.replace(r"\d+", "N", regex=True))
     df = pd.DataFrame({"rank": c["rank"].to_numpy(np.int64), "key": key.to_numpy(dtype=object),
                        "ov": ov, "dur": dur}).loc[keep]  # fmt: skip
     g = df.groupby(["rank", "key", "ov"], sort=True)["dur"].agg(["size", "sum"]).unstack("ov")

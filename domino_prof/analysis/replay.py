@@ -182,7 +182,9 @@ def _median(x: np.ndarray, default: int) -> int:
 
 
 def _api(names) -> np.ndarray:
-    return np.array([_VERSION.sub("", str(n)) for n in names], dtype=object)
+    """Call names without CUPTI's version suffix: the regex once per distinct name."""
+    codes, uniq = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    return np.array([_VERSION.sub("", str(n)) for n in uniq], dtype=object)[codes]
 
 
 def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode: str,
@@ -194,14 +196,26 @@ def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode
         return None
     if mode == "cpu":
         return _cpu_graph(iv, rank=rank, reference=reference)
-    return _gpu_graph(events, iv, rank=rank)
-
-
-def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGraph:
-    from domino_prof.analysis.switches import switch_edges
-
     ev = events.loc[events["rank"].to_numpy() == rank]
-    # host calls: top-level runtime / driver calls per thread
+    host = _host_calls(ev)
+    n = len(iv) + len(host[0])  # the graph's nodes: device intervals, then host calls
+    if n > REPLAY_MAX_NODES:  # never replayed (whatif_of_results): not built
+        return TooBig(rank=rank, n_nodes=n)
+    return _gpu_graph(ev, iv, rank=rank, host=host)
+
+
+@dataclass(frozen=True)
+class TooBig:
+    """A rank whose graph alone has more than REPLAY_MAX_NODES nodes: the what-if is
+    not replayed then, whatever the other ranks, so only the count is kept (building
+    it cost 16 s and 0.5 GB on a 3M-event rank, for nothing)."""
+
+    rank: int
+    n_nodes: int
+
+
+def _host_calls(ev: pd.DataFrame):
+    """(calls, tid, start, end) of the top-level runtime / driver calls per thread."""
     rt = ev.loc[ev["cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy()]
     rt = rt.sort_values(["tid", "ts"], kind="stable")
     h_tid = rt["tid"].to_numpy(np.int64)
@@ -210,8 +224,78 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
     run_end = pd.Series(h_e).groupby(h_tid, sort=False).cummax().to_numpy(np.int64)
     top = np.ones(len(rt), dtype=bool)
     top[1:] = (h_tid[1:] != h_tid[:-1]) | (h_s[1:] >= run_end[:-1])
-    rt = rt.loc[top]
-    h_tid, h_s, h_e = h_tid[top], h_s[top], h_e[top]
+    return rt.loc[top], h_tid[top], h_s[top], h_e[top]
+
+
+def _inferred_waits(late, dev, dl, d_s, d_e, prev_end) -> tuple[np.ndarray, np.ndarray]:
+    """For each late interval ``k``: the interval of another stream of its device that
+    ended last at or before ``d_s[k]`` (ends sorted per device, ties by row), kept when it
+    ended within INFER_GAP_NS of ``d_s[k]`` and after ``k``'s stream predecessor.
+    Vectorised: the last interval ending by ``d_s[k]`` on its device, stepped back past
+    the run of ``k``'s own stream that holds it."""
+    o = np.lexsort((d_e, dev))
+    dev_o, end_o, lane_o = dev[o], d_e[o], dl[o]
+    dk, sk, lk = dev[late], d_s[late], dl[late]
+    lo = np.searchsorted(dev_o, dk, "left")
+    dev_hi = np.searchsorted(dev_o, dk, "right")
+    # last row of k's device ending at or before d_s[k]: per device, since ends sort
+    # within a device
+    j = lo - 1
+    for d in np.unique(dk).tolist():
+        m = dk == d
+        a, b = int(lo[m][0]), int(dev_hi[m][0])
+        j[m] = np.searchsorted(end_o[a:b], sk[m], "right") + a - 1
+    # where that row is on k's own stream, step to just before its run of that stream
+    n = len(o)
+    run_start = np.zeros(n, np.int64)
+    if n:
+        new_run = np.ones(n, bool)
+        new_run[1:] = (lane_o[1:] != lane_o[:-1]) | (dev_o[1:] != dev_o[:-1])
+        run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
+    ok = j >= lo
+    jj = np.maximum(j, 0)
+    own = ok & (lane_o[jj] == lk)
+    j = np.where(own, run_start[jj] - 1, j)
+    ok = j >= lo
+    jj = np.maximum(j, 0)
+    ok &= (sk - end_o[jj] <= INFER_GAP_NS) & (end_o[jj] > prev_end[late])
+    return late[ok], o[jj[ok]]
+
+
+def _last_other_lane(sorted_vals, lane_sorted, q_vals, q_lane) -> np.ndarray:
+    """For each query: the last position ``k`` of ``sorted_vals`` with value <= its
+    value whose lane differs from the query's (-1: none) - the last such position,
+    stepped back past the run of the query's own lane that holds it."""
+    n = len(sorted_vals)
+    k = np.searchsorted(sorted_vals, q_vals, "right") - 1
+    if n == 0:
+        return k
+    new_run = np.ones(n, bool)
+    new_run[1:] = lane_sorted[1:] != lane_sorted[:-1]
+    run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))
+    kk = np.maximum(k, 0)
+    own = (k >= 0) & (lane_sorted[kk] == q_lane)
+    return np.where(own, run_start[kk] - 1, k)
+
+
+def _handoffs(cand_d, cand_lo, hl, h_s, h_e) -> tuple[np.ndarray, np.ndarray]:
+    """(call, call of another thread) handoff pairs: for each candidate call ``d``, the
+    last call of another thread ending in ``(lo, h_s[d]]`` (ends in stable order)."""
+    order = np.argsort(h_e, kind="stable")
+    e_sorted = h_e[order]
+    cand_d = np.asarray(cand_d, np.int64)
+    k = _last_other_lane(e_sorted, hl[order], h_s[cand_d], hl[cand_d])
+    kk = np.maximum(k, 0)
+    ok = (k >= 0) & (e_sorted[kk] > np.asarray(cand_lo, np.int64))
+    return cand_d[ok], order[kk[ok]].astype(np.int64)
+
+
+def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> RankGraph:
+    """``ev``: this rank's events; ``host``: its :func:`_host_calls`, when known."""
+    from domino_prof.analysis.switches import switch_edges
+
+    # host calls: top-level runtime / driver calls per thread
+    rt, h_tid, h_s, h_e = _host_calls(ev) if host is None else host
     h_api = _api(rt["name"].astype(str).to_numpy())
     h_corr = rt["correlation"].to_numpy(np.int64)
     nh = len(rt)
@@ -294,19 +378,7 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
     dev = iv["device"].to_numpy(np.int64)
     late = sd[(d_s[sd] - d_e[ss]) > INFER_GAP_NS]
     if len(late):
-        o = np.lexsort((d_e, dev))
-        dev_o, end_o = dev[o], d_e[o]
-        wd, ws = [], []
-        for k in late.tolist():
-            lo = np.searchsorted(dev_o, dev[k], "left")
-            hi = np.searchsorted(end_o[lo:np.searchsorted(dev_o, dev[k], "right")],
-                                 d_s[k], "right") + lo  # fmt: skip
-            j = hi - 1
-            while j >= lo and dl[o[j]] == dl[k]:
-                j -= 1
-            if j >= lo and d_s[k] - end_o[j] <= INFER_GAP_NS and end_o[j] > prev_end[k]:
-                wd.append(k)
-                ws.append(int(o[j]))
+        wd, ws = _inferred_waits(late, dev, dl, d_s, d_e, prev_end)
         add(wd, ws, EVENT, False, 0)
     # host thread order; the gap is the host's own work
     td, ts_ = _prev_on_lane(hl, h_s, h_e)
@@ -318,15 +390,8 @@ def _gpu_graph(events: pd.DataFrame, iv: pd.DataFrame, *, rank: int) -> RankGrap
         first_idx = np.setdiff1d(np.arange(nh), td)  # first call of each thread
         cand_d = np.concatenate([td[long], first_idx])
         cand_lo = np.concatenate([h_e[ts_[long]], np.full(len(first_idx), np.iinfo(np.int64).min)])
-        order = np.argsort(h_e, kind="stable")
-        e_sorted = h_e[order]
-        for d, lo in zip(cand_d.tolist(), cand_lo.tolist()):
-            # the last call of another thread ending in (lo, start]
-            k = int(np.searchsorted(e_sorted, h_s[d], "right")) - 1
-            while k >= 0 and hl[order[k]] == hl[d]:
-                k -= 1
-            if k >= 0 and e_sorted[k] > lo:
-                add([d + nd], [order[k] + nd], HANDOFF, False, 0)
+        hd, hs = _handoffs(cand_d, cand_lo, hl, h_s, h_e)
+        add(hd + nd, hs + nd, HANDOFF, False, 0)
     # end edges: blocking syncs
     x_dst, x_src = _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd)
     g = _finish(
@@ -349,25 +414,65 @@ def _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd):
     d_ls = iv["launch_start"].to_numpy(np.int64)
     d_lt = iv["launch_tid"].to_numpy(np.int64)
     d_e = iv["end"].to_numpy(np.int64)
-    xd, xs = [], []
-    for i in sync_idx.tolist():
-        before = (d_ls >= 0) & (d_ls < h_s[i])
-        if not before.any():
+    launched = np.flatnonzero(d_ls >= 0)
+    t = h_s[sync_idx]
+    # what each sync waits for: the device (all launched before it), a stream (its
+    # cuda_sync event's), else the stream of its thread's last launch before it
+    wide = np.array([h_api[i] in _DEVICE_WIDE for i in sync_idx.tolist()], bool)
+    st = np.array([-1 if w else stream_of_corr.get(int(h_corr[i]), -1)
+                   for i, w in zip(sync_idx.tolist(), wide.tolist())], np.int64)  # fmt: skip
+    got = np.full(len(sync_idx), -1, np.int64)
+    got[wide] = _best_before(launched, d_ls, d_e, t[wide])
+    by_thread = np.flatnonzero(~wide & (st < 0))
+    tids = h_tid[sync_idx[by_thread]]
+    for tid in np.unique(tids).tolist():
+        q = by_thread[tids == tid]
+        last = _best_before(launched[d_lt[launched] == tid], d_ls, d_ls, t[q])
+        st[q[last >= 0]] = d_stream[last[last >= 0]]
+        st[q[last < 0]] = -1
+    on_stream = ~wide & (st >= 0)
+    for s_ in np.unique(st[on_stream]).tolist():
+        q = np.flatnonzero(on_stream & (st == s_))
+        got[q] = _best_before(launched[d_stream[launched] == s_], d_ls, d_e, t[q])
+    ok = got >= 0
+    return nd + sync_idx[ok].astype(np.int64), got[ok]
+
+
+def _best_before(rows: np.ndarray, ls: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time ``t``: among ``rows`` (ascending) with ``ls[row] < t``, the row with
+    the largest ``key``, ties to the smallest row (``argmax`` over them); -1: none."""
+    if len(rows) == 0 or len(t) == 0:
+        return np.full(len(t), -1, np.int64)
+    o = rows[np.argsort(ls[rows], kind="stable")]
+    by_key = np.lexsort((-o, key[o]))  # key ascending, then row descending: last is best
+    rank = np.empty(len(o), np.int64)
+    rank[by_key] = np.arange(len(o))
+    best = o[by_key][np.maximum.accumulate(rank)]  # best row of o[:j + 1]
+    pos = np.searchsorted(ls[o], t, "left")  # o[:pos] launched before t
+    return np.where(pos > 0, best[np.maximum(pos - 1, 0)], -1).astype(np.int64)
+
+
+def _outermost_at(a_tid, a_s, a_e, q_tid, q_t) -> np.ndarray:
+    """For each query (thread, t): the row of the op on that thread holding ``t``
+    (``a_s <= t < a_e``) with the earliest start, ties to the first row; -1: none.
+    Per thread, rows sorted by start: the first row whose running maximum end
+    exceeds ``t``, when it starts by ``t``."""
+    out = np.full(len(q_t), -1, np.int64)
+    q_tid, q_t = np.asarray(q_tid, np.int64), np.asarray(q_t, np.int64)
+    for tid in np.unique(q_tid).tolist():
+        rows = np.flatnonzero(a_tid == tid)
+        q = np.flatnonzero(q_tid == tid)
+        if len(rows) == 0:
             continue
-        if h_api[i] in _DEVICE_WIDE:
-            cand = np.flatnonzero(before)
-        else:
-            st = stream_of_corr.get(int(h_corr[i]), -1)
-            if st is None or st < 0:  # no cuda_sync event: the thread's last launch
-                mine = np.flatnonzero(before & (d_lt == h_tid[i]))
-                if len(mine) == 0:
-                    continue
-                st = int(d_stream[mine[np.argmax(d_ls[mine])]])
-            cand = np.flatnonzero(before & (d_stream == st))
-        if len(cand):
-            xd.append(nd + i)
-            xs.append(int(cand[np.argmax(d_e[cand])]))
-    return np.asarray(xd, np.int64), np.asarray(xs, np.int64)
+        rows = rows[np.argsort(a_s[rows], kind="stable")]
+        s_sorted = a_s[rows]
+        run_max = np.maximum.accumulate(a_e[rows])
+        t = q_t[q]
+        pos = np.searchsorted(s_sorted, t, "right")  # rows [0, pos) start by t
+        first = np.searchsorted(run_max, t, "right")  # first row ending after t
+        hit = first < pos
+        out[q[hit]] = rows[first[hit]]
+    return out
 
 
 def _with_sync_sites(g: RankGraph, ev: pd.DataFrame) -> RankGraph:
@@ -392,11 +497,8 @@ def _with_sync_sites(g: RankGraph, ev: pd.DataFrame) -> RankGraph:
         a_tid, a_s = aten["tid"].to_numpy(np.int64), aten["ts"].to_numpy(np.int64)
         a_e = a_s + aten["dur"].to_numpy(np.int64)
         a_n = aten["name"].astype(str).to_numpy(dtype=object)
-        for k in none.tolist():
-            t = g.start[idx[k]]
-            m = (a_tid == tids[k]) & (a_s <= t) & (a_e > t)
-            if m.any():
-                ops[k] = a_n[np.flatnonzero(m)[np.argmin(a_s[m])]]
+        j = _outermost_at(a_tid, a_s, a_e, tids[none], g.start[idx[none]])
+        ops[none[j >= 0]] = a_n[j[j >= 0]]
     sites: dict = {}
     site = np.full(len(g.kind), -1, np.int32)
     for i, op in zip(idx.tolist(), ops.tolist()):
@@ -1009,9 +1111,10 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     parts = [r.extra.get("replay") for r in results]
     notes = [Note(p, "replay") for p in parts if isinstance(p, str)]
     graphs = [p for p in parts if isinstance(p, RankGraph)]
-    if not graphs:
+    too_big = [p for p in parts if isinstance(p, TooBig)]
+    if not graphs and not too_big:
         return {}, notes
-    n = sum(len(g.start) for g in graphs)
+    n = sum(len(g.start) for g in graphs) + sum(b.n_nodes for b in too_big)
     if n > REPLAY_MAX_NODES:
         why = (f"not replayed: {n} nodes exceed the {REPLAY_MAX_NODES} a replay handles "
                "quickly (one Python pass per scenario); analyse fewer steps or ranks "
