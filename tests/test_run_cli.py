@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from domino_prof import stats
+from domino_prof.cli import app
 
 pytest.importorskip("torch")
 
@@ -147,10 +149,25 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     ],
 )
 def test_bad_flags_one_line_exit_2(tmp_path, args, needle):
-    p = _run(args + ["--out", str(tmp_path / "x")], timeout=60)
+    # in this process (CliRunner): the CLI routes both the console script and
+    # CliRunner().invoke(app) through one main (domino_prof/cli.py), so they behave the
+    # same; a subprocess per case cost ~3-9 s each (`run` imports torch before it
+    # validates). test_a_bad_flag_in_a_real_process_is_one_line_exit_2 keeps one case
+    # as a real process.
+    res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "x" / "run.json").exists()
+
+
+def test_a_bad_flag_in_a_real_process_is_one_line_exit_2(tmp_path):
+    p = _run(["--mbs", "3", "--out", str(tmp_path / "x")], timeout=60)
     assert p.returncode == 2, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert len(lines) == 1 and "not divisible by --splits 2" in lines[0], p.stderr
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "x" / "run.json").exists()
 
