@@ -1,21 +1,17 @@
 """The reference model is right: every sharded schedule matches the unsharded model.
 
 Distributed tests run 2 and 4 gloo processes on CPU in fp32 (torchtitan's CPU
-fallback habit); tolerance 1e-5 relative per parameter, as issue #3 asks.
+fallback habit); tolerance 1e-5 relative per parameter, as issue #3 asks. Their cases
+run in one gloo job per world size, shared with tests/test_schedules.py
+(tests/gloo_cases.py says why and what runs).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed as dist
-import torch.distributed.nn  # noqa: F811  before init_process_group: see tests/gloo_job.py
-import torch.multiprocessing as mp
-from gloo_job import clean_shutdown
+import gloo_cases
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model.config import RunConfig, preset, tiny
@@ -23,73 +19,12 @@ from domino_prof.reference_model.config import RunConfig, preset, tiny
 TOL = 1e-5
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _grad_worker(rank: int, world: int, port: int, q) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    from domino_prof.reference_model.comm import ProcessGroupComm
-    from domino_prof.reference_model.verify import batch, compare, reference_grads
-
-    cfg = tiny()
-    inp, tgt = batch(cfg, mbs=12, seq=16, seed=3, device="cpu")  # 12: divisible by 2, 3, 4
-    ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
-    out = {"ref_loss": ref_loss}
-    for name, splits, sched in (
-        ("tp", 1, "tp"),
-        ("domino2", 2, "domino"),
-        ("domino3", 3, "domino"),
-        ("domino4", 4, "domino"),
-    ):
-        loss, errs = compare(
-            cfg,
-            ProcessGroupComm(),
-            ref,
-            inp,
-            tgt,
-            splits=splits,
-            schedule=sched,
-            seed=5,
-            device="cpu",
-            dtype=torch.float32,
-        )
-        out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
-    q.put((rank, out))
-    clean_shutdown()
-
-
-def _losses_worker(rank: int, world: int, port: int, q) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    from domino_prof.reference_model.comm import ProcessGroupComm
-    from domino_prof.reference_model.verify import train_losses
-
-    kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
-    dom = train_losses(tiny(), ProcessGroupComm(), schedule="domino", splits=2, **kw)
-    tp = train_losses(tiny(), ProcessGroupComm(), schedule="tp", splits=1, **kw)
-    ref = train_losses(tiny(), None, splits=1, **kw)
-    q.put((rank, {"domino": dom, "tp": tp, "ref": ref}))
-    clean_shutdown()
-
-
-def _spawn(fn, world: int) -> dict:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    mp.start_processes(fn, args=(world, _port(), q), nprocs=world, join=True, start_method="spawn")
-    return dict(q.get() for _ in range(world))
-
-
 @pytest.mark.parametrize("world", [2, 4])
 def test_gradients_match_unsharded_model(world):
-    res = _spawn(_grad_worker, world)
+    res = gloo_cases.results(world)  # the world's one gloo job (tests/gloo_cases.py)
+    assert len(res) == world
     n_params = len(dict(tiny_params()))
-    for rank, out in res.items():
+    for rank, out in ((r, o["grad"]) for r, o in res.items()):
         for mode in ("tp", "domino2", "domino3", "domino4"):
             loss, worst, worst_name, n = out[mode]
             assert n == n_params
@@ -105,8 +40,9 @@ def tiny_params():
 
 
 def test_twenty_optimizer_steps_match_unsharded():
-    res = _spawn(_losses_worker, 2)
-    for out in res.values():
+    res = gloo_cases.results(2)
+    assert len(res) == 2
+    for out in (o["losses"] for o in res.values()):
         assert len(out["ref"]) == 20
         assert out["ref"][0] != out["ref"][-1]  # it actually trains
         for mode in ("domino", "tp"):

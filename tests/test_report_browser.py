@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from browser import find_chromium, render_page
+from browser import Browser, find_chromium
 from test_report import domino_trace, make_run_dir
 
 from domino_prof.analysis import analyze
@@ -47,8 +47,16 @@ PROBE = """
 """
 
 
-def check_page(html: Path, shot: str) -> tuple[list[dict], dict]:
-    res = render_page(html, probe=PROBE, screenshot=ARTIFACTS / shot)
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's pages (each page its own target and session:
+    browser.Browser); starting and closing it per page was ~2-3 s of each test."""
+    with Browser() as b:
+        yield b
+
+
+def check_page(browser: Browser, html: Path, shot: str) -> tuple[list[dict], dict]:
+    res = browser.render(html, probe=PROBE, screenshot=ARTIFACTS / shot)
     assert res.console_errors == [], res.console_messages
     assert res.network_requests == []
     *figs, summary = res.value
@@ -60,48 +68,49 @@ def check_page(html: Path, shot: str) -> tuple[list[dict], dict]:
     return figs, summary
 
 
-def test_harness_sees_errors_and_network(tmp_path):
+def test_harness_sees_errors_and_network(tmp_path, browser):
     # the checks above can fail: a throwing script and an external image are reported
     bad = tmp_path / "bad.html"
     bad.write_text(
         "<html><body><img src='http://example.invalid/x.png'>"
         "<script>throw new Error('boom')</script></body></html>"
     )
-    res = render_page(bad, probe="1")
+    res = browser.render(bad, probe="1")
     assert any("boom" in e for e in res.console_errors)
     assert res.network_requests == ["http://example.invalid/x.png"]
 
 
-def test_run_report_renders(tmp_path):
+def test_run_report_renders(tmp_path, browser):
     run = make_run_dir(tmp_path / "run")
     src = resolve(run)
     analyses = {m: analyze(load_trace(d)) for m, d in src.modes.items()}
     out = write_run_report(analyses, tmp_path / "run.html", run=src.run.doc)
-    figs, summary = check_page(out, "report-run.png")
+    figs, summary = check_page(browser, out, "report-run.png")
     # mode comparison (1 trace) + per mode: timeline (3), heatmap (2), ops (2),
     # collective types (2), launch delays (1), skew: all ranks start together -> a note
     assert [f["expected"] for f in figs] == [1, 3, 2, 2, 2, 1, 3, 2, 2, 2, 1]
     assert summary["notes"] >= 4
 
 
-def test_single_report_renders(tmp_path):
+def test_single_report_renders(tmp_path, browser):
     a = analyze(load_trace(domino_trace(tmp_path / "t")))
-    figs, _ = check_page(write_report(a, tmp_path / "r.html"), "report-single.png")
+    figs, _ = check_page(browser, write_report(a, tmp_path / "r.html"), "report-single.png")
     assert len(figs) == 5
 
 
-def test_no_comm_report_renders(tmp_path):
+def test_no_comm_report_renders(tmp_path, browser):
     a = analyze(load_trace(domino_trace(tmp_path / "t", with_comm=False)))
-    figs, summary = check_page(write_report(a, tmp_path / "nc.html"), "report-nocomm.png")
+    page = write_report(a, tmp_path / "nc.html")
+    figs, summary = check_page(browser, page, "report-nocomm.png")
     assert [f["expected"] for f in figs] == [1, 1]  # timeline (compute only), launch delays
     assert summary["notes"] >= 5
 
 
-def test_compare_renders(tmp_path):
+def test_compare_renders(tmp_path, browser):
     a = analyze(load_trace(domino_trace(tmp_path / "a", c1_start=70.0)))
     b = analyze(load_trace(domino_trace(tmp_path / "b")))
     out = write_compare(a, b, tmp_path / "c.html", labels=("tp", "domino"))
-    figs, _ = check_page(out, "compare.png")
+    figs, _ = check_page(browser, out, "compare.png")
     assert [f["expected"] for f in figs] == [2, 3, 3]
 
 
@@ -109,22 +118,23 @@ REAL_RUN = Path(__file__).resolve().parent / "data" / "h200_llama3_3b_2layers_tp
 
 
 @pytest.mark.skipif(not (REAL_RUN / "run.json").is_file(), reason="real H200 run data missing")
-def test_real_h200_run_report(tmp_path):
+def test_real_h200_run_report(tmp_path, browser):
     # The committed 2-rank H200 run (tp and domino modes): every section that has data
     # draws. tp runs comm on the compute stream, so it has no cross-stream waits.
     src = resolve(REAL_RUN)
     analyses = {m: analyze(load_trace(d)) for m, d in src.modes.items()}
     out = write_run_report(analyses, tmp_path / "h200.html", run=src.run.doc)
-    figs, _ = check_page(out, "report-h200.png")
+    figs, _ = check_page(browser, out, "report-h200.png")
     # modes | domino: timeline (compute, hidden, exposed, memory), heatmap fwd/bwd, ops,
     # collective types, switch gaps, launch delays, skew | tp: timeline (no hidden),
     # heatmap, ops, collective types, launch, skew
     assert [f["expected"] for f in figs] == [1, 4, 2, 2, 2, 1, 1, 2, 3, 2, 2, 2, 1, 2]
 
 
-def test_unanalysable_trace_page_renders(tmp_path):
+def test_unanalysable_trace_page_renders(tmp_path, browser):
     from domino_prof.report.figures import Unavailable
 
     why = Unavailable("Not analysed: rank0.json: no device activity (kernels/memcpy)")
-    figs, summary = check_page(write_report(why, tmp_path / "u.html"), "report-unanalysable.png")
+    page = write_report(why, tmp_path / "u.html")
+    figs, summary = check_page(browser, page, "report-unanalysable.png")
     assert figs == [] and summary["notes"] == 1

@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from domino_prof import stats
+from domino_prof.cli import app
 
 pytest.importorskip("torch")
 
@@ -110,25 +112,17 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
 def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     """The tp 8 code path (issue #7) on CPU: 8 gloo ranks, the tiny preset."""
     out = tmp_path / "run8"
+    # --no-analyze: what this test proves is the 8-rank training path (every mode's 8
+    # traces, tp's losses in every exact mode, the comparison rows, which come from the
+    # timed steps). Analysing 4 modes x 8 rank traces and writing the report was over
+    # half its time on 2 cores (87 -> 41 s without) and none of it was asserted (a
+    # failed analysis is only a note in run.json); the analysis and the report of a run
+    # are checked by test_default_run_writes_traces_run_json_analysis_and_report.
     p = _run(
-        [
-            "--tp",
-            "8",
-            "--seq",
-            "32",
-            "--mode",
-            "all",
-            "--warmup",
-            "1",
-            "--steps",
-            "1",
-            "--profile-steps",
-            "1",
-            "--out",
-            str(out),
-        ],
+        ["--tp", "8", "--seq", "32", "--mode", "all", "--warmup", "1", "--steps", "1",
+         "--profile-steps", "1", "--no-analyze", "--out", str(out)],
         timeout=600,
-    )
+    )  # fmt: skip
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
     assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino", "sp", "domino-sp"]
@@ -155,10 +149,25 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     ],
 )
 def test_bad_flags_one_line_exit_2(tmp_path, args, needle):
-    p = _run(args + ["--out", str(tmp_path / "x")], timeout=60)
+    # in this process (CliRunner): the CLI routes both the console script and
+    # CliRunner().invoke(app) through one main (domino_prof/cli.py), so they behave the
+    # same; a subprocess per case cost ~3-9 s each (`run` imports torch before it
+    # validates). test_a_bad_flag_in_a_real_process_is_one_line_exit_2 keeps one case
+    # as a real process.
+    res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "x" / "run.json").exists()
+
+
+def test_a_bad_flag_in_a_real_process_is_one_line_exit_2(tmp_path):
+    p = _run(["--mbs", "3", "--out", str(tmp_path / "x")], timeout=60)
     assert p.returncode == 2, p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert len(lines) == 1 and "not divisible by --splits 2" in lines[0], p.stderr
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "x" / "run.json").exists()
 
@@ -180,10 +189,13 @@ def test_crashed_rank_is_named_and_all_ranks_end(tmp_path):
 def test_hung_rank_is_killed_at_the_timeout(tmp_path):
     out = tmp_path / "hang"
     t0 = time.monotonic()
-    p = _run(["--out", str(out), "--timeout", "15"], env={"DOMINO_PROF_FAULT": "hang@0"})
+    # --timeout 8 (was 15; the test's time is the timeout): the launcher's clock starts
+    # at the launch, so this also holds when a loaded machine is slow to start the ranks
+    p = _run(["--out", str(out), "--timeout", "8"], env={"DOMINO_PROF_FAULT": "hang@0"})
     elapsed = time.monotonic() - t0
     assert p.returncode == 1
-    # rank 1 fails first (its collective times out) or the launcher's timeout fires:
+    # rank 1 fails first (its collective times out) or the launcher's timeout fires
+    # (also before the ranks reached the hang, if they start slowly):
     # either way the run ends, names a rank, and leaves nothing running
     assert "rank" in p.stderr and "Traceback" not in p.stderr.split("full log")[0]
     assert elapsed < 60
@@ -225,8 +237,13 @@ def test_under_torchrun_rank0_assembles_the_run(tmp_path):
     (rank from torch.distributed), rank 0 writes run.json and the analysis."""
     out = tmp_path / "tr"
     p = subprocess.run(
+        # one mode, one warm-up and one profiled step: this test is about the launch
+        # (torchrun's processes, rank 0 assembling), not the modes (the other runs in
+        # this file cover --mode all); measured 33.6 -> 25.5 s (the rest is starting
+        # torchrun and 2 ranks, and the analysis)
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
          "-m", "domino_prof.cli", "run", "--tp", "2", "--device", "cpu", "--out", str(out),
+         "--mode", "domino", "--warmup", "1", "--profile-steps", "1",
          "--steps", "4", "--block-steps", "2"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
@@ -236,3 +253,4 @@ def test_under_torchrun_rank0_assembles_the_run(tmp_path):
     assert sorted(x.name for x in (out / "domino").glob("rank*.pt.trace.json.gz")) == [
         "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]  # fmt: skip
     assert (out / "domino" / "analysis.json").exists()
+    assert list(run["modes"]) == ["domino"] and (out / "report.html").is_file()

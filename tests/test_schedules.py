@@ -4,71 +4,23 @@
 gradients overwritten (not accumulated) per step, SP's norm activations cut by tp,
 and profiler ranges that cost nothing when no profiler runs.
 
-fp32 on CPU, tolerance 1e-5 relative per parameter (as the issues ask).
+fp32 on CPU, tolerance 1e-5 relative per parameter (as the issues ask). The gloo cases
+run in one job per world size, shared with tests/test_reference_model.py
+(tests/gloo_cases.py says why and what runs).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
+import gloo_cases
 import torch.distributed as dist
-import torch.distributed.nn  # noqa: F811  before init_process_group: see tests/gloo_job.py
-import torch.multiprocessing as mp
-from gloo_job import clean_shutdown
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model.config import RunConfig, tiny
 
 TOL = 1e-5
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _spawn(fn, world: int) -> dict:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    mp.start_processes(fn, args=(world, _port(), q), nprocs=world, join=True, start_method="spawn")
-    return dict(q.get() for _ in range(world))
-
-
-def _init(rank, world, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-
-
-def _sp_worker(rank: int, world: int, port: int, q) -> None:
-    _init(rank, world, port)
-    from domino_prof.reference_model.comm import ProcessGroupComm
-    from domino_prof.reference_model.verify import batch, compare, reference_grads
-
-    cfg = tiny()
-    inp, tgt = batch(cfg, mbs=6, seq=16, seed=3, device="cpu")  # 6: divisible by 2 and 3
-    ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
-    out = {"ref_loss": ref_loss}
-    for name, kw in (
-        ("sp", {"splits": 1, "schedule": "sp"}),
-        ("domino-sp2", {"splits": 2, "schedule": "domino-sp"}),
-        ("domino-sp3", {"splits": 3, "schedule": "domino-sp"}),
-        # graph semantics (CPU emulation): capture on step 1, replay on step 2
-        ("tp-graphs", {"splits": 1, "schedule": "tp", "graphs": True}),
-        ("domino-graphs", {"splits": 2, "schedule": "domino", "graphs": True}),
-        ("domino-sp-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True}),
-    ):
-        loss, errs = compare(
-            cfg, ProcessGroupComm(), ref, inp, tgt, seed=5, device="cpu", dtype=torch.float32, **kw
-        )
-        out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
-    q.put((rank, out))
-    clean_shutdown()
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -77,9 +29,9 @@ def test_sp_and_graph_schedules_match_unsharded_model(world):
 
     with torch.device("meta"):
         n_params = len(dict(Transformer(tiny()).named_parameters()))
-    res = _spawn(_sp_worker, world)
+    res = gloo_cases.results(world)  # the world's one gloo job (tests/gloo_cases.py)
     assert len(res) == world
-    for rank, out in res.items():
+    for rank, out in ((r, o["sp"]) for r, o in res.items()):
         for mode in (
             "sp",
             "domino-sp2",
@@ -94,66 +46,25 @@ def test_sp_and_graph_schedules_match_unsharded_model(world):
             assert worst <= TOL, f"rank {rank} {mode}: {worst_name} rel err {worst:.2e}"
 
 
-def _sp_losses_worker(rank: int, world: int, port: int, q) -> None:
-    _init(rank, world, port)
-    from domino_prof.reference_model.comm import ProcessGroupComm
-    from domino_prof.reference_model.verify import train_losses
-
-    kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
-    res = {
-        s: train_losses(tiny(), ProcessGroupComm(), schedule=s, splits=n, **kw)
-        for s, n in (("tp", 1), ("sp", 1), ("domino-sp", 2))
-    }
-    q.put((rank, res))
-    clean_shutdown()
-
-
 def test_sp_twenty_optimizer_steps_match_tp():
-    res = _spawn(_sp_losses_worker, 2)
-    for out in res.values():
+    res = gloo_cases.results(2)
+    assert len(res) == 2
+    for out in (o["sp_losses"] for o in res.values()):
         assert len(out["tp"]) == 20 and out["tp"][0] != out["tp"][-1]
         for mode in ("sp", "domino-sp"):
             for a, b in zip(out[mode], out["tp"]):
                 assert abs(a - b) <= TOL * abs(b), (mode, out[mode], out["tp"])
 
 
-def _norm_rows_worker(rank: int, world: int, port: int, q) -> None:
-    """Rows of every norm input and output one step touches, tp vs sp (a direct count of
-    the norm activations each rank holds)."""
-    _init(rank, world, port)
-    from domino_prof.reference_model import units
-    from domino_prof.reference_model.comm import ProcessGroupComm
-    from domino_prof.reference_model.parallel import shard_model
-    from domino_prof.reference_model.schedule import StepRunner
-    from domino_prof.reference_model.verify import batch
-
-    seen = []
-    real = units.norm_fwd
-
-    def spy(x, w, eps):
-        n, rstd = real(x, w, eps)
-        seen.append(x.numel() + n.numel())
-        return n, rstd
-
-    units.norm_fwd = spy
-    cfg = tiny()
-    inp, tgt = batch(cfg, mbs=2, seq=16, seed=1, device="cpu")
-    out = {}
-    for name in ("tp", "sp"):
-        seen.clear()
-        comm = ProcessGroupComm()
-        StepRunner(shard_model(cfg, comm, seed=1), comm, schedule=name).step(inp, tgt)
-        out[name] = (len(seen), sum(seen))
-    q.put((rank, out))
-    clean_shutdown()
-
-
 def test_sp_norm_activations_are_cut_by_tp():
-    res = _spawn(_norm_rows_worker, 2)
+    # rows of every norm input and output one step touches, tp vs sp, per rank
+    # (gloo_cases._norm_rows: a spy on units.norm_fwd)
+    res = gloo_cases.results(2)
+    assert len(res) == 2
     cfg = tiny()
     n_norms = 2 * cfg.n_layers + 1
     full = n_norms * 2 * (2 * 16 * cfg.dim)  # input + output of every norm, whole batch
-    for out in res.values():
+    for out in (o["norm_rows"] for o in res.values()):
         assert out["tp"] == (n_norms, full)
         assert out["sp"] == (n_norms, full // 2)
 

@@ -1,0 +1,155 @@
+"""The multi-process gradient and training cases of tests/test_reference_model.py and
+tests/test_schedules.py, run in ONE spawned gloo job per world size (2 and 4) and
+shared by those tests (``results(world)``, cached for the pytest session).
+
+Why one job: each case itself takes 0.1-1 s on CPU, but a job costs every rank a
+process start, ``import torch`` and, on the first model build, the import of
+torch._dynamo (``torch.device`` as a context manager routes ``nn.init`` through
+torch._refs, whose wrapper imports the compiler: ~5 s of CPU per rank), then a
+rendezvous and a clean shutdown. Seven jobs (five of 2 ranks, two of 4) took ~150 s
+of the suite on 2 cores; two jobs do the same cases.
+
+Every case builds its own model, runner, optimizer and batch from its own seeds, so
+running them one after another in one process gives what a process per case gave
+(nothing but the process group is shared; the norm spy is undone after its case).
+The cases, their sizes, seeds and the assertions (in the test files) are unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn  # noqa: F401  before init_process_group: see tests/gloo_job.py
+import torch.multiprocessing as mp
+from gloo_job import clean_shutdown
+
+_cache: dict[int, dict] = {}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _compare_cases(cfg, mbs: int, cases) -> dict:
+    """test_reference_model / test_schedules: one step of each schedule vs the unsharded
+    model on one batch: (loss, worst rel err, its parameter, number of parameters)."""
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.verify import batch, compare, reference_grads
+
+    inp, tgt = batch(cfg, mbs=mbs, seq=16, seed=3, device="cpu")
+    ref_loss, ref = reference_grads(cfg, inp, tgt, seed=5, device="cpu", dtype=torch.float32)
+    out = {"ref_loss": ref_loss}
+    for name, kw in cases:
+        loss, errs = compare(
+            cfg, ProcessGroupComm(), ref, inp, tgt, seed=5, device="cpu", dtype=torch.float32, **kw
+        )
+        out[name] = (loss, max(errs.values()), max(errs, key=errs.get), len(errs))
+    return out
+
+
+GRAD_CASES = (  # test_reference_model.test_gradients_match_unsharded_model
+    ("tp", {"splits": 1, "schedule": "tp"}),
+    ("domino2", {"splits": 2, "schedule": "domino"}),
+    ("domino3", {"splits": 3, "schedule": "domino"}),
+    ("domino4", {"splits": 4, "schedule": "domino"}),
+)
+SP_CASES = (  # test_schedules.test_sp_and_graph_schedules_match_unsharded_model
+    ("sp", {"splits": 1, "schedule": "sp"}),
+    ("domino-sp2", {"splits": 2, "schedule": "domino-sp"}),
+    ("domino-sp3", {"splits": 3, "schedule": "domino-sp"}),
+    # graph semantics (CPU emulation): capture on step 1, replay on step 2
+    ("tp-graphs", {"splits": 1, "schedule": "tp", "graphs": True}),
+    ("domino-graphs", {"splits": 2, "schedule": "domino", "graphs": True}),
+    ("domino-sp-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True}),
+)
+
+
+def _losses(specs) -> dict:
+    """20 AdamW steps per (name, schedule, splits); schedule None: the unsharded model."""
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.config import tiny
+    from domino_prof.reference_model.verify import train_losses
+
+    kw = {"steps": 20, "mbs": 4, "seq": 16, "seed": 9}
+    out = {}
+    for name, sched, n in specs:
+        if sched is None:
+            out[name] = train_losses(tiny(), None, splits=n, **kw)
+        else:
+            out[name] = train_losses(tiny(), ProcessGroupComm(), schedule=sched, splits=n, **kw)
+    return out
+
+
+def _norm_rows() -> dict:
+    """test_schedules.test_sp_norm_activations_are_cut_by_tp: rows of every norm input
+    and output one step touches, tp vs sp (a direct count of the norm activations each
+    rank holds)."""
+    from domino_prof.reference_model import units
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.config import tiny
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.schedule import StepRunner
+    from domino_prof.reference_model.verify import batch
+
+    seen = []
+    real = units.norm_fwd
+
+    def spy(x, w, eps):
+        n, rstd = real(x, w, eps)
+        seen.append(x.numel() + n.numel())
+        return n, rstd
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=2, seq=16, seed=1, device="cpu")
+    out = {}
+    units.norm_fwd = spy
+    try:
+        for name in ("tp", "sp"):
+            seen.clear()
+            comm = ProcessGroupComm()
+            StepRunner(shard_model(cfg, comm, seed=1), comm, schedule=name).step(inp, tgt)
+            out[name] = (len(seen), sum(seen))
+    finally:
+        units.norm_fwd = real
+    return out
+
+
+def _worker(rank: int, world: int, port: int, q) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from domino_prof.reference_model.config import tiny
+
+    cfg = tiny()
+    out = {
+        "grad": _compare_cases(cfg, 12, GRAD_CASES),  # 12: divisible by 2, 3, 4
+        "sp": _compare_cases(cfg, 6, SP_CASES),  # 6: divisible by 2 and 3
+    }
+    if world == 2:  # the 2-rank-only tests
+        out["losses"] = _losses(  # test_reference_model.test_twenty_optimizer_steps_...
+            (("domino", "domino", 2), ("tp", "tp", 1), ("ref", None, 1))
+        )
+        out["sp_losses"] = _losses(  # test_schedules.test_sp_twenty_optimizer_steps_match_tp
+            (("tp", "tp", 1), ("sp", "sp", 1), ("domino-sp", "domino-sp", 2))
+        )
+        out["norm_rows"] = _norm_rows()
+    q.put((rank, out))
+    clean_shutdown()
+
+
+def results(world: int) -> dict:
+    """{rank: {"grad" | "sp" | "losses" | "sp_losses" | "norm_rows": ...}} of the one job
+    of ``world`` gloo ranks (run on first use, then cached for the session)."""
+    if world not in _cache:
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        mp.start_processes(
+            _worker, args=(world, _port(), q), nprocs=world, join=True, start_method="spawn"
+        )
+        _cache[world] = dict(q.get() for _ in range(world))
+    return _cache[world]
