@@ -59,7 +59,7 @@ _MTIA_SYNC = re.compile(r"^event_(?:record|wait)$")
 INTERVAL_COLUMNS = (
     "rank", "device", "stream", "start", "end", "dur", "kind", "name", "correlation",
     "launch_start", "launch_end", "launch_name", "launch_tid", "op", "phase", "iteration",
-    "coll_name", "msg_nelems",
+    "coll_name", "msg_nelems", "grid",
 )  # fmt: skip
 
 
@@ -283,6 +283,7 @@ def _classify_gpu(
             "iteration": iteration,
             "coll_name": pd.Categorical(dev["coll_name"]).remove_unused_categories(),
             "msg_nelems": dev["msg_nelems"].to_numpy(np.int64),
+            "grid": dev["grid"].to_numpy(np.int64),
         }
     )
     frame = _finish(frame)
@@ -468,6 +469,7 @@ def _classify_cpu(ev: pd.DataFrame, is_gloo: np.ndarray, ctx: Context) -> Classi
             "iteration": iteration,
             "coll_name": pd.Categorical(both["coll_name"].astype(str)),
             "msg_nelems": both["msg_nelems"].to_numpy(np.int64),
+            "grid": np.full(len(both), -1, dtype=np.int64),  # CPU ops have no launch grid
         }
     )
     frame = _finish(frame)

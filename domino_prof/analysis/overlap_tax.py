@@ -4,10 +4,12 @@ Definition: docs/METRICS.md "Extension: overlap tax". A compute interval is
 **overlapped** when more than half of its duration lies inside the union of the comm
 intervals of its (rank, device) — comm on another stream of the GPU, or on a gloo thread
 of the same process on a CPU trace. (The one definition of "overlapped" that the comm
-emulator shares.) Compute intervals are grouped by kernel name and launching op with its
-numbers dropped (GPU: ``fwd.layer_attn_N_batch_N``, the same shapes in every layer and
-micro-batch; the loader keeps no launch grid, so this stands for name + grid) or by op name and thread (CPU; leaf ops
-only, so nested ops are not counted twice). Per group with both populations:
+emulator shares.) Compute intervals are grouped by kernel name, launch grid (x·y·z, the
+trace's ``args.grid``) and launching op with its numbers dropped (GPU:
+``fwd.layer_attn_N_batch_N``, the same shapes in every layer and micro-batch; the grid
+keeps apart kernels of one name and op with different shapes, e.g. domino's weight-gradient
+GEMM over all micro-batches and the per-micro-batch input-gradient GEMM) or by op name
+and thread (CPU; leaf ops only, so nested ops are not counted twice). Per group with both populations:
 ``tax = n_overlapped × (mean overlapped duration − mean not-overlapped duration)``
 (may be negative: overlapped runs were faster); per step: the sum over groups / rank-steps.
 "net hidden" = hidden comm per step − tax per step. Vectorised; no torch.
@@ -67,8 +69,11 @@ def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
         thr = tuple_ids(*(c[k].to_numpy(np.int64) for k in ("rank", "device", "stream")))
         keep = leaf_ops(thr, c["start"].to_numpy(np.int64), dur)
         key = c["name"].astype(str) + " @ thread " + c["stream"].astype(str)
-    else:  # name + the launching op with its numbers dropped (same layer shapes)
-        key = _per_pair(c["name"].astype(str), c["op"].astype(str),
+    else:  # name + launch grid + the launching op with its numbers dropped
+        grid = (c["grid"] if "grid" in c else pd.Series(-1, index=c.index)).astype(str)
+        named = _per_pair(c["name"].astype(str), grid,
+                          lambda n, g: n + (" [grid " + g + "]").where(g != "-1", ""))
+        key = _per_pair(named, c["op"].astype(str),
                         lambda n, o: n + " @ " + o.str.replace(r"\d+", "N", regex=True))
     df = pd.DataFrame({"rank": c["rank"].to_numpy(np.int64), "key": key.to_numpy(dtype=object),
                        "ov": ov, "dur": dur}).loc[keep]  # fmt: skip

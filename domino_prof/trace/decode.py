@@ -23,6 +23,8 @@ written in ns: its ``ts`` and ``dur`` are taken as integer ns, exactly, and
 from __future__ import annotations
 
 import gc
+import math
+import operator
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -57,6 +59,7 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
     from_device: int = msgspec.field(default=-1, name="fromDevice")  # memcpy source
     to_device: int = msgspec.field(default=-1, name="toDevice")  # memcpy destination
     name: Any = None  # metadata events: thread_name / process_name
+    grid: Any = None  # kernels: [x, y, z]; any JSON value is read, checked in _grid_column
 
 
 _NO_ARGS = _Args()
@@ -123,6 +126,23 @@ _INT_ARG_FIELDS = (
     "correlation", "external_id", "stream", "device", "wait_on_stream", "wait_on_corr",
     "msg_nelems", "group_size", "seq", "from_device", "to_device",
 )  # fmt: skip
+
+
+def _grid_product(g: Any) -> int:
+    """x·y·z of a kernel's ``args.grid``; -1 unless a list of positive ints."""
+    if isinstance(g, list) and g and all(type(v) is int and v > 0 for v in g):
+        return math.prod(g)
+    return -1
+
+
+def _grid_column(grids: list, n: int) -> np.ndarray:
+    """The ``grid`` column: -1 where absent; the product only for the rows that have one
+    (kernels), so the events without a grid cost one C-level pass."""
+    out = np.full(n, -1, np.int64)
+    has = np.fromiter(map(operator.is_not, grids, repeat(None)), bool, n)
+    for i in np.flatnonzero(has).tolist():
+        out[i] = _grid_product(grids[i])
+    return out
 
 
 @dataclass
@@ -542,6 +562,7 @@ def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str)
     args = list(map(attrgetter("args"), xs))
     for f in _INT_ARG_FIELDS:
         ints[f] = np.fromiter(map(attrgetter(f), args), np.int64, n)
+    ints["grid"] = _grid_column(list(map(attrgetter("grid"), args)), n)
     cats = {
         "cat": _factorize(map(attrgetter("cat"), xs), n),
         "name": _factorize(map(attrgetter("name"), xs), n),

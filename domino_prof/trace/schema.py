@@ -36,6 +36,8 @@ group_size          int64     ``args["Group size"]``, -1
 seq                 int64     ``args["Seq"]`` (collective sequence number in its group), -1
 from_device         int32     ``args.fromDevice`` (memcpy source device), -1
 to_device           int32     ``args.toDevice`` (memcpy destination device), -1
+grid                int64     x·y·z of ``args.grid`` (a kernel's launch grid), -1 when
+                              absent or not a list of positive ints
 ==================  ========  ==========================================================
 
 Rows are sorted by (rank, ts). Nothing here imports torch.
@@ -65,12 +67,13 @@ INT_COLUMNS: dict[str, type] = {
     "seq": np.int64,
     "from_device": np.int32,
     "to_device": np.int32,
+    "grid": np.int64,
 }
 CATEGORY_COLUMNS: tuple[str, ...] = ("cat", "name", "coll_name", "pg_name")
 EVENT_COLUMNS: tuple[str, ...] = (
     "rank", "cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id",
     "stream", "device", "wait_on_stream", "wait_on_corr", "coll_name", "pg_name",
-    "msg_nelems", "group_size", "seq", "from_device", "to_device",
+    "msg_nelems", "group_size", "seq", "from_device", "to_device", "grid",
 )  # fmt: skip
 
 # Meta's MTIA accelerators (Kineto's MTIA profilers, as in HTA's public test data):
