@@ -35,18 +35,10 @@ from domino_prof.reference_model.config import (
 
 DATA = Path(__file__).parent / "data"
 FIXTURE_DOMINO = DATA / "h200_llama3_3b_2layers_tp2" / "domino"
+from test_output_errors import _one_line  # the one-line-error check, shared
+
 runner = CliRunner()
 LABEL2 = "emulated comm (profile h200-nvlink-tp2)"
-
-
-def _one_line(res, *, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    assert "Traceback" not in res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("domino-prof: error: ")
-    return lines[0]
 
 
 def _cuda_cfg(**kw) -> RunConfig:
