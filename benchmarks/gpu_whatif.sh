@@ -15,7 +15,8 @@
 #             layers (the --cuda-graphs step predicted from the eager trace), and `domino`
 #             eager at 28 layers (the issue's blocking-sync case: gain <= 2 ms/step)
 #   emulated  nocomm predicted from tp at emulated tp 2 and 8 (issue 20's --comm emulate),
-#             llama3-8b 8 layers, --mode tp,nocomm; and emulated tp 8 eager vs graphs
+#             llama3-8b 8 layers, --mode all; and emulated tp 8 eager vs graphs (measured
+#             instead from gpu_emulate.sh table's repeat-1 runs: reports/whatif/h200)
 # Device time (one H200, measured 2026-12-02): see reports/whatif/h200/README.md.
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -46,7 +47,7 @@ for part in $parts; do case $part in
   emulated)
     dirs=()
     for T in 2 8; do
-      log "emulated tp $T tp,nocomm"
+      log "emulated tp $T, --mode all"
       timeout 200 $RUN --tp $T --comm emulate --model llama3-8b --layers 8 --mode all \
         --out "$W/em$T" | tail -6 && dirs+=("em$T")
     done
