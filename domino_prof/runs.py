@@ -550,9 +550,9 @@ def _write_report(out: Path, run: dict, analyses: dict, failed: dict[str, str]) 
 def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]]:
     """{mode: Analysis} and {mode: why not} for the modes that could not be analysed."""
     try:
-        from domino_prof.analysis import AnalysisConfig, analyze
+        from domino_prof.analysis import AnalysisConfig
         from domino_prof.analysis.document import encode
-        from domino_prof.trace import load_trace
+        from domino_prof.engine import analyse_path
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
         return {}, {}
@@ -561,7 +561,10 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
     analyses, failed = {}, {}
     for mode, r in run["modes"].items():
         try:
-            a = analyze(load_trace(out / r["trace_dir"], progress=False), AnalysisConfig())
+            # the engine, as analyze/report/check: each rank parsed and analysed by one
+            # job (in-process for a small run, a process pool for big rank files), so a
+            # run's own analysis has the engine's memory bound (the same document bytes)
+            a = analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
         except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
             run["notes"].append(f"{mode}: traces not analysed: {e}")
             r["hidden_pct"] = None
