@@ -285,8 +285,8 @@ def run_check(
 
 
 def _run_emulation(target: Target) -> str | None:
-    """run.json's emulation label (``runs.comm_label``), None outside a run directory."""
-    from domino_prof.runs import comm_label
+    """run.json's emulation label (``rundata.comm_label``), None outside a run directory."""
+    from domino_prof.rundata import comm_label
 
     return comm_label(target.run.doc) if target.run is not None else None
 
@@ -319,13 +319,13 @@ def _speedup_check(path: str | os.PathLike, *, mode: str | None, min_speedup: fl
 
 def speedup_result(run: Run, mode: str, limit: float) -> RuleResult:
     """``check --min-speedup X`` for one mode: its speedup over its synchronous
-    counterpart (``runs.BASE_MODE``: domino vs tp, domino-sp vs sp; sp and nocomm vs tp),
-    the median of the paired block ratios (``runs.mode_ratio``). It passes only when
+    counterpart (``rundata.BASE_MODE``: domino vs tp, domino-sp vs sp; sp and nocomm vs tp),
+    the median of the paired block ratios (``rundata.mode_ratio``). It passes only when
     the 95% interval's lower bound is >= X, so a speedup within noise does not pass; a
     run without the counterpart or without an interval (fewer than 6 blocks, a
     run.json from before blocks) is n/a (exit 2)."""
     from domino_prof.analysis.baseline import FAIL, NA, PASS, RuleResult
-    from domino_prof.runs import BASE_MODE, mode_ratio
+    from domino_prof.rundata import BASE_MODE, mode_ratio
 
     base = BASE_MODE.get(mode)
     row = {"rule": "min-speedup", "rank": ALL_RANKS, "limit": limit, "mode": mode,

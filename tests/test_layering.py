@@ -51,7 +51,7 @@ def test_the_check_finds_a_lazy_import(tmp_path):
     sorted(
         p for sub in ("trace", "analysis", "report", "commands") for p in (PKG / sub).glob("*.py")
     )
-    + [PKG / "runs.py", PKG / "cli.py", PKG / "io.py", PKG / "errors.py"]
+    + [PKG / "runs.py", PKG / "rundata.py", PKG / "cli.py", PKG / "io.py", PKG / "errors.py"]
     # the mode registry and the run configuration: read by report, check and the CLI
     + [PKG / "reference_model" / "modes.py", PKG / "reference_model" / "config.py"],
     ids=lambda p: f"{p.parent.name}/{p.name}",
@@ -61,3 +61,17 @@ def test_analysing_traces_never_imports_torch(path):
     if path.name == "run.py" and path.parent.name == "commands":
         return  # `domino-prof run` trains the model: torch, lazily, in its body
     assert _under(mods, ("torch",)) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for sub in ("trace", "analysis", "report") for p in (PKG / sub).glob("*.py"))
+    + [PKG / "engine.py", PKG / "rundata.py", PKG / "stats.py"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_the_engine_and_report_never_import_the_layers_above(path):
+    """trace -> analysis -> engine -> report sit below gate, runs (the orchestrator,
+    which writes run directories and imports the report), commands and cli: what the
+    report needs of a run.json is in rundata.py (issue 24, item 3; lazy imports count)."""
+    above = ("domino_prof.runs", "domino_prof.gate", "domino_prof.commands", "domino_prof.cli")
+    assert _under(imported_modules(path), above) == []

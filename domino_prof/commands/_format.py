@@ -6,10 +6,10 @@ from typing import Any
 
 
 def modes_table(run: dict | None) -> Any:
-    """The run's comparison of modes (``runs.comparison_table``), or None without one."""
+    """The run's comparison of modes (``rundata.comparison_table``), or None without one."""
     from rich.table import Table
 
-    from domino_prof.runs import comm_label, comparison_table
+    from domino_prof.rundata import comm_label, comparison_table
 
     rows = (run or {}).get("comparison") or []
     if not rows:

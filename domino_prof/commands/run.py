@@ -76,8 +76,7 @@ def print_comparison(run: dict) -> None:
     from rich.console import Console
 
     from domino_prof.commands._format import NOCOMM_NOTE, modes_table
-
-    from domino_prof.runs import comm_label, verdict_text
+    from domino_prof.rundata import comm_label, verdict_text
 
     label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
     t = modes_table(run)

@@ -195,7 +195,7 @@ def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") 
 
 
 def _ci(row: dict | None, key: str, spec: str) -> str:
-    """'; 95% interval [lo, hi]' of a comparison row's ``key`` (runs.comparison_rows),
+    """'; 95% interval [lo, hi]' of a comparison row's ``key`` (rundata.comparison_rows),
     '' when the row has none."""
     lo, hi = (row or {}).get(f"{key}_low"), (row or {}).get(f"{key}_high")
     if _missing(lo) or _missing(hi):
@@ -811,10 +811,10 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
 
 # --- multi-mode run comparison -----------------------------------------------------
 def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = None) -> Section:
-    """Timed step per mode and the comparison table (``runs.comparison_table``: the
+    """Timed step per mode and the comparison table (``rundata.comparison_table``: the
     columns and units the CLI prints); ``hidden_pct`` fills that column from the
     analyses where run.json has none. Bars are neutral (green means hidden comm)."""
-    from domino_prof.runs import comparison_table
+    from domino_prof.rundata import comparison_table
 
     title = "Modes compared"
     comp = [dict(c) for c in run.get("comparison") or []]
@@ -884,11 +884,11 @@ def domino_limits(run: dict, analyses: Any) -> Section | None:
 def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> str:
     """'domino 0.962× tp [0.941, 0.983] (slower), domino-sp 1.004× sp [0.990, 1.020]
     (within noise)': each overlapped mode's speed relative to its synchronous
-    counterpart with its 95% interval (run.json ``verdict``, ``runs.verdicts``); "within
+    counterpart with its 95% interval (run.json ``verdict``, ``rundata.verdicts``); "within
     noise" only when the interval holds 1.0. Without ``verdict`` (a run.json before
     blocks): from the comparison rows' step times, said to have no interval. "" when
     the run lacks a pair."""
-    from domino_prof.runs import verdict_text, verdicts
+    from domino_prof.rundata import verdict_text, verdicts
 
     if verdict is None:
         verdict = verdicts({str(c.get("mode")): {"step_ms": c.get("step_ms")} for c in comp

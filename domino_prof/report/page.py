@@ -199,7 +199,7 @@ def _banner(emulation: str | None) -> str:
 
 def _emulation_of(*analyses: Any, run: dict | None = None) -> str | None:
     """The label of run.json's ``comm`` block, else of the analyses' trace marks."""
-    from domino_prof.runs import comm_label
+    from domino_prof.rundata import comm_label
 
     labels = [comm_label(run)] if run else []
     labels += [getattr(a, "emulation", None) for a in analyses]
