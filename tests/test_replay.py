@@ -275,3 +275,18 @@ def test_fixture_stream_switch_and_report(tmp_path):
     html = write_report(a, tmp_path / "r.html").read_text()
     assert "What if" in html and "Critical path" in html
     assert "launches at CUDA-graph replay cost" in html
+
+
+def test_a_trace_without_runtime_calls_says_why_not_an_index_error(tmp_path):
+    """Device events only (no launch calls to join): the graph builds; with no launch,
+    no kernel belongs to a ProfilerStep (METRICS.md: a device event's iteration is its
+    launch's), so the what-if says that, not an IndexError."""
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 100)
+    b.kernel("gemm_k1", stream=7, start=5, dur=20)
+    b.kernel("gemm_k2", stream=7, start=30, dur=10)
+    trace, iv = load(tmp_path, b)
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    notes = " ".join(str(n) for n in out["notes"])
+    assert "IndexError" not in notes and "not built" not in notes
+    assert out["whatif"]["reason"] == "no device node inside a ProfilerStep#N"

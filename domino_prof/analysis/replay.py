@@ -353,7 +353,9 @@ def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> R
     queued = np.zeros(nd, bool)
     prev_end = np.full(nd, -1, np.int64)
     prev_end[sd] = d_e[ss]
-    idle_at_launch = ok & (np.where(ok, h_s[np.maximum(call_of, 0)], 0) >= prev_end)
+    launch_at = np.zeros(nd, np.int64)  # (a trace without runtime calls has no h_s to index)
+    launch_at[ok] = h_s[call_of[ok]]
+    idle_at_launch = ok & (launch_at >= prev_end)
     tau_launch = _median(d_s[idle_at_launch] - h_s[call_of[idle_at_launch]], 5_000)
     queued[sd] = True
     queued &= ~idle_at_launch
