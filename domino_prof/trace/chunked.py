@@ -35,6 +35,7 @@ from domino_prof.trace.decode import (
     _meta_from_top,
     _Parsed,
     _Part,
+    _top_of,
 )
 from domino_prof.trace.read import iter_blocks
 
@@ -205,13 +206,7 @@ def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) 
         return None
     if isinstance(top_doc, list) or top_doc.traceEvents is None:
         return None
-    top = {
-        "distributedInfo": top_doc.distributedInfo,
-        "baseTimeNanoseconds": top_doc.baseTimeNanoseconds,
-        "deviceProperties": top_doc.deviceProperties,
-        "hostName": top_doc.hostName if top_doc.hostName is not None else top_doc.host_name,
-        "domino_prof": top_doc.domino_prof,
-    }
+    top = _top_of(top_doc)
     meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
     base = top["baseTimeNanoseconds"]
     n_chunks = max(nproc, -(-(end - start) // _CHUNK_TARGET))
@@ -415,16 +410,6 @@ class _Workers:
             if p.is_alive():
                 p.kill()
                 p.join()
-
-
-def _top_of(doc) -> dict:
-    return {
-        "distributedInfo": doc.distributedInfo,
-        "baseTimeNanoseconds": doc.baseTimeNanoseconds,
-        "deviceProperties": doc.deviceProperties,
-        "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
-        "domino_prof": doc.domino_prof,
-    }
 
 
 def _parse_streaming(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed | None:

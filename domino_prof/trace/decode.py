@@ -215,14 +215,19 @@ def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
             "pass the file written by torch.profiler's export_chrome_trace / "
             "tensorboard_trace_handler",
         )
-    top = {
+    return _top_of(doc), doc.traceEvents
+
+
+def _top_of(doc: _Doc) -> dict:
+    """The top-level keys ``_meta_from_top`` reads, from a decoded document (whole-file,
+    sanitised and streamed decodes alike: one place to add a key)."""
+    return {
         "distributedInfo": doc.distributedInfo,
         "baseTimeNanoseconds": doc.baseTimeNanoseconds,
         "deviceProperties": doc.deviceProperties,
         "hostName": doc.hostName if doc.hostName is not None else doc.host_name,
         "domino_prof": doc.domino_prof,
     }
-    return top, doc.traceEvents
 
 
 def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
