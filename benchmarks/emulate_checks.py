@@ -13,8 +13,8 @@ onestep: RUN_DIR = the emulated tp-2 llama3-3b seq-4096 mbs-2 run. Its ``tp`` tr
   (eager) and 1.107 (CUDA graphs), medians of the repeats in README's 3b table (those ran
   the previous schedule, so the difference is the schedule's as much as the emulator's).
 overlap: RUN_DIR = the fixture's config emulated at tp 2, domino. Per compute-kernel class
-  (same kernel name and grid, grid = x*y*z from a second decode of the trace files, as
-  ``calibrate`` reads it: ``emulation.fit._kernel_args``), the median duration when it
+  (same kernel name and grid, grid = x*y*z: the trace loader's ``grid`` column), the
+  median duration when it
   **overlaps** comm (the one definition, docs/METRICS.md "overlap tax":
   ``analysis.overlap_tax.overlapped_mask``, more than half of the kernel under the union of
   its device's comm intervals) and when it does not, pooled over ranks and the profiled
@@ -165,25 +165,19 @@ def onestep(run_dir: Path) -> dict:
 # --------------------------------------------------------------------------- overlap
 def kernel_classes(trace_dir: Path) -> list[dict]:
     """One row per compute kernel of the profiled steps: name, ctas, overlapped, dur."""
-    import numpy as np
-
     from domino_prof.analysis import AnalysisConfig
     from domino_prof.analysis.classify import classify
     from domino_prof.analysis.overlap_tax import overlapped_mask
-    from domino_prof.emulation.fit import _kernel_args
     from domino_prof.trace import load_trace
 
     out = []
     files = sorted(p for p in trace_dir.iterdir() if p.name.endswith((".json", ".json.gz")))
-    for f in files:  # one rank a file: its grids keyed by correlation
-        grids, _ = _kernel_args(str(f))
+    for f in files:  # one rank a file (the intervals carry the loader's grid: x*y*z)
         iv = classify(load_trace(f, progress=False), AnalysisConfig()).intervals
         comp, ov = overlapped_mask(iv)
         c = iv.loc[comp].assign(ov=ov)
         c = c[c["iteration"].to_numpy() >= 0]  # the profiled steps
-        corr = c["correlation"].to_numpy()
-        ctas = np.array([grids.get(int(k), (-1, None))[0] if k == k else -1 for k in corr])
-        for name, g, o, d in zip(c["name"].astype(str), ctas, c["ov"].to_numpy(),
+        for name, g, o, d in zip(c["name"].astype(str), c["grid"].to_numpy(), c["ov"].to_numpy(),
                                  (c["end"] - c["start"]).to_numpy()):  # fmt: skip
             out.append({"name": name, "ctas": int(g), "ov": bool(o), "dur": int(d)})
     return out

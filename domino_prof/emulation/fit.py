@@ -1,9 +1,10 @@
 """Fitting a comm profile from real multi-GPU traces (``domino-prof calibrate``).
 
 Torch-free. The events come from the trace loader (``domino_prof.trace.load_trace``):
-kernel name, duration, ``In msg nelems``, ``Group size`` per collective kernel. Two
-kernel args the loader does not keep (``grid``, ``dtype``) are read by a second, typed
-decode of the same files (:func:`_kernel_args`, keyed by (rank, correlation)).
+kernel name, duration, ``In msg nelems``, ``Group size`` and launch ``grid`` per
+collective kernel. The kernel arg the loader does not keep (``dtype``) and the files'
+NCCL version and device name are read by a second, typed decode of the same files
+(:func:`_kernel_args`, keyed by (rank, correlation)).
 
 The fit, per (collective, R, dtype):
 
@@ -119,7 +120,6 @@ def fit_line(sizes: np.ndarray, times_us: np.ndarray) -> tuple[float, float, boo
 # --------------------------------------------------------------------------- the samples
 class _KArgs(msgspec.Struct, gc=False):
     correlation: Any = -1
-    grid: Any = None
     dtype: Any = None
 
 
@@ -137,8 +137,8 @@ class _KDoc(msgspec.Struct, gc=False):
 _KDECODE = msgspec.json.Decoder(_KDoc, strict=False)
 
 
-def _kernel_args(path: str) -> tuple[dict[int, tuple[int, str | None]], dict]:
-    """correlation -> (CTAs, dtype) of one file's kernels, and its top-level facts."""
+def _kernel_args(path: str) -> tuple[dict[int, str | None], dict]:
+    """correlation -> dtype of one file's kernels, and its top-level facts."""
     from domino_prof.trace.read import _FileError, _read_bytes
 
     try:
@@ -147,16 +147,12 @@ def _kernel_args(path: str) -> tuple[dict[int, tuple[int, str | None]], dict]:
         raise TraceError(e.path, e.problem, e.fix) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise TraceError(path, f"cannot read kernel args ({e})", "re-export the trace") from None
-    out: dict[int, tuple[int, str | None]] = {}
+    out: dict[int, str | None] = {}
     for ev in doc.traceEvents or ():
         a = ev.args
         if ev.cat != "kernel" or a is None or not isinstance(a.correlation, int):
             continue
-        g = a.grid
-        ctas = -1
-        if isinstance(g, list) and g and all(isinstance(x, int) for x in g):
-            ctas = int(np.prod(g))
-        out[a.correlation] = (ctas, _DTYPES.get(a.dtype) if isinstance(a.dtype, str) else None)
+        out[a.correlation] = _DTYPES.get(a.dtype) if isinstance(a.dtype, str) else None
     facts: dict[str, Any] = {}
     di = doc.distributedInfo
     if isinstance(di, dict):
@@ -219,12 +215,13 @@ def collect(paths: list[str]) -> Samples:
                 nel = mine["msg_nelems"].to_numpy()
                 gsz = mine["group_size"].to_numpy()
                 dur = mine["dur"].to_numpy()
+                grid = mine["grid"].to_numpy()  # the loader's x*y*z, -1 without
                 for i, name in enumerate(names):
                     kn = parsed[name]
                     if kn is None:
                         continue
-                    ctas, adt = args.get(int(corr[i]), (-1, None))
-                    dtype = adt or kn.dtype
+                    ctas = int(grid[i])
+                    dtype = args.get(int(corr[i])) or kn.dtype
                     r = int(gsz[i]) if gsz[i] > 0 else (int(world) if world else -1)
                     if nel[i] < 0 or r < 2 or dtype is None:
                         unknown[name] += 1
