@@ -54,7 +54,7 @@ def _whatif(a: Any) -> Mapping:
 def top_exposed(a: Any, *, top_n: int = 3) -> list[dict]:
     """The layer ranges of ``a`` that expose the most comm, ms per rank and step."""
     totals = _get(a, "totals") or {}
-    ranks = max(1, len(_get(a, "ranks") or []) or int(totals.get("n_ranks") or 1))
+    ranks = len(_get(a, "ranks") or ()) or int(totals.get("n_ranks") or 1)
     steps = max(1, int(totals.get("n_iterations") or 1))
     per: dict[str, float] = {}
     for r in _rows(_get(a, "by_op")):
