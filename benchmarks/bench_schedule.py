@@ -49,8 +49,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from domino_prof.reference_model import units
-from domino_prof.reference_model.config import preset
 from domino_prof.reference_model.comm import ProcessGroupComm
+from domino_prof.reference_model.config import preset
 from domino_prof.reference_model.modes import SCHEDULES
 from domino_prof.reference_model.parallel import build_reference, shard_model
 from domino_prof.reference_model.schedule import StepRunner

@@ -13,10 +13,9 @@ import pytest
 from test_switches import load
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import analyze
+from domino_prof.analysis import analyze, replay
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.overheads import analyze_overheads
-from domino_prof.analysis import replay
 from domino_prof.analysis.replay import cpu_profiled_step
 from domino_prof.trace import load_trace
 

@@ -36,9 +36,9 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from domino_prof.reference_model.comm import ProcessGroupComm  # noqa: E402
 from domino_prof.reference_model.config import ModelConfig  # noqa: E402
-from domino_prof.reference_model.streams import CountingStreams  # noqa: E402
 from domino_prof.reference_model.parallel import shard_model  # noqa: E402
 from domino_prof.reference_model.schedule import StepRunner  # noqa: E402
+from domino_prof.reference_model.streams import CountingStreams  # noqa: E402
 from domino_prof.reference_model.verify import batch  # noqa: E402
 
 PER_MB = 4  # aten ops a domino-sp micro-batch may add over an sp step's share (measured: 0)

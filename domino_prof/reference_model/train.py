@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import gzip
 import json
+import math
 import os
 import platform
 import shutil
