@@ -105,7 +105,8 @@ part_table() {
   for rep in $(seq 1 "$REPEATS"); do
     for c in "${configs[@]}"; do
       set -- $c; local model=$1 tp=$2; shift 2
-      for variant in eager graphs; do
+      case " ${TPS:-2 4 8} " in *" $tp "*) ;; *) continue ;; esac  # TPS="4 8": those only
+      for variant in ${VARIANTS:-eager graphs}; do
         local left=$(( TABLE_BUDGET_S - (SECONDS - t0) ))
         local name="$model-tp$tp-$variant-r$rep"
         if [ "$left" -lt 20 ]; then

@@ -417,3 +417,66 @@ def test_emulated_kernels_compile_for_hopper(tmp_path, monkeypatch):
         assert k.name == "emulated_allreduce_kernel"
     finally:
         sys.modules.pop("domino_prof.reference_model._emulate_kernels", None)
+
+
+# --------------------------------------------------------------------------- the host path
+@pytest.mark.parametrize(
+    ("coll", "R", "n_t", "n_out"),
+    [("all_reduce", 8, 4096 * 64, 4096 * 64), ("all_reduce", 2, 1000, 1000),
+     ("all_gather", 4, 96, 4 * 96), ("reduce_scatter", 8, 8 * 300, 300)],  # fmt: skip
+)
+def test_a_prepared_launch_passes_the_jit_launchs_arguments(coll, R, n_t, n_out):
+    """The fast path's argument list (prepared once per key, filled per call) is the JIT
+    launch's: the 19 runtime arguments with this call's tensors where the copies read and
+    write, then the constexprs BLOCK, SPIN, ALIGNED in signature order."""
+    torch = pytest.importorskip("torch")
+    from domino_prof.reference_model import emulate
+
+    p = load_profile(f"h200-nvlink-tp{R}")
+    t = torch.zeros(n_t, dtype=torch.bfloat16)
+    out = t if coll == "all_reduce" else torch.zeros(n_out, dtype=torch.bfloat16)
+    ln = emulate.plan_launch(p, coll, ranks=R, rank=0, t=t, out=out)
+    prep = emulate.Prepared(ln)
+    t2 = torch.ones(n_t, dtype=torch.bfloat16)  # another call's tensors, same key
+    out2 = t2 if coll == "all_reduce" else torch.ones(n_out, dtype=torch.bfloat16)
+    got = prep.fill(t2, out2)
+    want = emulate.kernel_args(ln, t2, out2) + [emulate.BLOCK, True, ln.aligned]
+    assert len(got) == 22 == len(want)
+    assert all(a is b if isinstance(b, torch.Tensor) else a == b for a, b in zip(got, want))
+    assert got[18] == ln.dur_ns == p.entry(coll, R, "bfloat16").time_ns(ln.size_bytes)
+    # filling never changes the prepared template: a later call gets its own tensors
+    again = prep.fill(t, out)
+    assert [i for i, a in enumerate(again) if a is t] == [i for i, a in enumerate(got) if a is t2]
+    assert not any(a is emulate._T or a is emulate._OUT for a in again)
+    assert sum(a is emulate._T for a in prep.args) == len(prep.t_at) >= 1
+
+
+def test_the_event_ring_reuses_events_and_refuses_a_stale_wait():
+    from domino_prof.reference_model.emulate import EventRing
+
+    log: list = []
+
+    class Ev:
+        def __init__(self) -> None:
+            self.i = len(made)
+            made.append(self)
+
+        def record(self, stream) -> None:
+            log.append(("record", self.i, stream))
+
+        def wait(self, stream) -> None:
+            log.append(("wait", self.i, stream))
+
+    made: list = []
+    ring = EventRing(Ev, size=3)
+    works = [ring.record("comm") for _ in range(3)]
+    assert works == [(0, 1), (1, 1), (2, 1)] and len(made) == 3
+    ring.wait(*works[0], "main")
+    assert log[-1] == ("wait", 0, "main")
+    fourth = ring.record("comm")  # slot 0 comes round again: no new event
+    assert fourth == (0, 2) and len(made) == 3 and log[-1] == ("record", 0, "comm")
+    with pytest.raises(RuntimeError, match="waited after 3 later collectives"):
+        ring.wait(*works[0], "main")
+    ring.wait(*fourth, "side")
+    ring.wait(*works[2], "main")  # not reused yet: waits on its own event
+    assert log[-2:] == [("wait", 0, "side"), ("wait", 2, "main")]

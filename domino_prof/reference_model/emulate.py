@@ -24,6 +24,7 @@ caching allocator does not hand their memory out before the kernel is done.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,47 +90,140 @@ def plan_launch(profile: Profile, collective: str, *, ranks: int, rank: int, t: 
                   copies=copies, aligned=aligned, elem_bytes=t.element_size())  # fmt: skip
 
 
-def launch_kernel(launch: Launch, t: Any, out: Any, *, spin: bool = True, block: int = BLOCK,
-                  num_warps: int = NUM_WARPS) -> None:  # fmt: skip
-    """Enqueue the kernel on the current stream (``spin=False``: copies only, for the
-    CPU interpreter, TRITON_INTERPRET=1, which has no %globaltimer)."""
-    tensors = {"t": t.view(-1), "out": out.view(-1)}
+def kernel_args(launch: Launch, t: Any, out: Any) -> list[Any]:
+    """The kernel's 19 runtime arguments in signature order: two copies (an empty second
+    one where the plan has one) and ``dur_ns``; ``t`` / ``out`` where the copies read and
+    write (a tensor, or a placeholder the fast path fills per call)."""
+    tensors = {"t": t, "out": out}
     args: list[Any] = []
     copies = list(launch.copies) + [None] * (2 - len(launch.copies))
     for c in copies:
         if c is None:  # an empty second copy
-            args += [tensors["t"], 0, 1, 0, tensors["t"], 0, 1, 0, 0]
+            args += [t, 0, 1, 0, t, 0, 1, 0, 0]
         else:
             args += [tensors[c.src], c.src_lo, c.src_len, c.src_off,
                      tensors[c.dst], c.dst_lo, c.dst_len, c.dst_off, c.count]  # fmt: skip
+    args.append(launch.dur_ns)
+    return args
+
+
+def launch_kernel(launch: Launch, t: Any, out: Any, *, spin: bool = True, block: int = BLOCK,
+                  num_warps: int = NUM_WARPS) -> Any:  # fmt: skip
+    """Enqueue the kernel on the current stream through Triton's JIT (``spin=False``:
+    copies only, for the CPU interpreter, TRITON_INTERPRET=1, which has no
+    %globaltimer). Returns what the JIT launch returns (the compiled kernel)."""
     kernel = _kernels()[launch.collective]
-    kernel[(launch.entry.ctas,)](
-        *args, launch.dur_ns, BLOCK=block, SPIN=spin, ALIGNED=launch.aligned, num_warps=num_warps
+    return kernel[(launch.entry.ctas,)](
+        *kernel_args(launch, t.view(-1), out.view(-1)),
+        BLOCK=block, SPIN=spin, ALIGNED=launch.aligned, num_warps=num_warps,
     )
+
+
+# events in EmulatedComm's ring: a collective's "done" event is recorded again only after
+# this many later collectives; a Work waited later than that raises (never waits wrongly).
+# A step keeps a handful in flight (domino: one per micro-batch and unit).
+EVENT_RING = 512
+
+_T, _OUT = object(), object()  # placeholders in a prepared argument list
+
+
+class Prepared:
+    """A collective of one (kind, sizes, dtype, pointer alignment) made ready to launch
+    with no per-call planning: the :class:`Launch`, and (fast path) Triton's compiled
+    kernel's runner with its argument list, where only ``t`` / ``out`` change per call."""
+
+    __slots__ = ("args", "launch", "out_at", "runner", "t_at")
+
+    def __init__(self, launch: Launch, *, block: int = BLOCK, spin: bool = True) -> None:
+        self.launch = launch
+        self.runner: Any = None  # set after the first (JIT) launch compiled the kernel
+        # runtime arguments, then the constexprs in signature order (BLOCK, SPIN, ALIGNED):
+        # Triton's compiled launchers take the bound arguments of the JIT call, constexprs
+        # included, and skip the constexpr slots
+        args = kernel_args(launch, _T, _OUT) + [block, spin, launch.aligned]
+        self.t_at = tuple(i for i, a in enumerate(args) if a is _T)
+        self.out_at = tuple(i for i, a in enumerate(args) if a is _OUT)
+        self.args = args
+
+    def fill(self, t: Any, out: Any) -> list[Any]:
+        a = list(self.args)
+        for i in self.t_at:
+            a[i] = t
+        for i in self.out_at:
+            a[i] = out
+        return a
+
+
+class EventRing:
+    """The "done" events of a comm's collectives: ``EVENT_RING`` events, reused in turn
+    (``new_event()`` makes one the first time its slot comes round). ``record`` returns
+    (slot, generation); ``wait`` of a slot whose event was recorded again since raises
+    instead of waiting for a later collective."""
+
+    __slots__ = ("_events", "_gen", "_new", "_next", "size")
+
+    def __init__(self, new_event: Any, size: int = EVENT_RING) -> None:
+        self._new = new_event
+        self.size = size
+        self._events: list[Any] = []
+        self._gen: list[int] = []
+        self._next = 0
+
+    def record(self, stream: Any) -> tuple[int, int]:
+        slot = self._next
+        self._next = (slot + 1) % self.size
+        if slot == len(self._events):
+            self._events.append(self._new())
+            self._gen.append(0)
+        self._gen[slot] += 1
+        self._events[slot].record(stream)
+        return slot, self._gen[slot]
+
+    def wait(self, slot: int, gen: int, stream: Any) -> None:
+        if self._gen[slot] != gen:
+            raise RuntimeError(
+                f"an emulated collective's Work was waited after {self.size} later "
+                "collectives reused its event (raise emulate.EVENT_RING)"
+            )
+        self._events[slot].wait(stream)
 
 
 class EmulatedWork:
     """``wait()``: the current stream waits for the emulated collective (NCCL's Work)."""
 
-    def __init__(self, event: Any, device: Any) -> None:
-        self._event = event
-        self._device = device
+    __slots__ = ("_comm", "_gen", "_slot")
+
+    def __init__(self, comm: EmulatedComm, slot: int, gen: int) -> None:
+        self._comm, self._slot, self._gen = comm, slot, gen
 
     def wait(self) -> None:
-        import torch
-
-        torch.cuda.current_stream(self._device).wait_event(self._event)
+        self._comm._wait(self._slot, self._gen)
 
 
 class EmulatedComm:
-    """Rank ``rank`` of a TP-``size`` group whose collectives are emulated (module doc)."""
+    """Rank ``rank`` of a TP-``size`` group whose collectives are emulated (module doc).
+
+    Host cost per collective (issue 20): the launch is decided once per (collective,
+    sizes, dtype, pointer alignment) and kept (:class:`Prepared`); after the first JIT
+    launch of a key, the kernel is launched through Triton's compiled kernel straight
+    onto the comm stream's handle (no stream switch, no argument binding or
+    specialisation per call); the stream fork and the "done" marks use events of a ring,
+    never a new Event per call. ``fast=False`` keeps the plain path (a plan, a JIT launch
+    under ``torch.cuda.stream``, ``wait_stream``, a new Event per call): the reference
+    the fast path is checked against (benchmarks/bench_emulate_host.py), and the path
+    taken if the compiled launch is refused (another Triton's launcher signature):
+    ``launch_path`` says which ran. ``fast=None`` reads DOMINO_PROF_EMULATE_LAUNCH
+    (``jit``: the plain path), so a whole run can be A/B-ed."""
 
     emulated = True
     meaningful_numerics = False  # the collectives' outputs are not the reduced values
 
     def __init__(self, profile: Profile | str, *, size: int, rank: int = 0, device: Any,
-                 stream: Any = None) -> None:  # fmt: skip
+                 stream: Any = None, fast: bool | None = None) -> None:  # fmt: skip
         import torch
+
+        if fast is None:  # a diagnostic switch for A/B checks (docs/EMULATION.md)
+            fast = os.environ.get("DOMINO_PROF_EMULATE_LAUNCH", "compiled") != "jit"
 
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         if size < 2:
@@ -149,6 +243,13 @@ class EmulatedComm:
         self.rank = rank
         self.label = self.profile.label
         self.stream = stream if stream is not None else torch.cuda.Stream(self.device)
+        self.fast = fast
+        self.launch_path = "compiled" if fast else "jit"
+        self.refused: str | None = None  # why the compiled launch was refused, if it was
+        self._prepared: dict[tuple, Prepared] = {}
+        self._handle = self.stream.cuda_stream
+        self._fork = torch.cuda.Event()
+        self._ring = EventRing(torch.cuda.Event)
 
     # ------------------------------------------------------------------ the interface
     def all_reduce(self, t: Any, *, async_op: bool, op: str = "sum") -> EmulatedWork | None:
@@ -168,6 +269,63 @@ class EmulatedComm:
 
     # ------------------------------------------------------------------ the launch
     def _run(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
+        if not self.fast:
+            return self._run_plain(coll, t, out, async_op)
+        import torch
+
+        if not (t.is_contiguous() and out.is_contiguous()):
+            raise ValueError(f"emulated {coll} needs contiguous tensors")
+        key = (coll, t.numel(), out.numel(), t.dtype, t.data_ptr() % 16, out.data_ptr() % 16)
+        prep = self._prepared.get(key)
+        if prep is None:
+            launch = plan_launch(self.profile, coll, ranks=self.size, rank=self.rank, t=t, out=out)
+            prep = self._prepared[key] = Prepared(launch)
+        cur = torch.cuda.current_stream(self.device)
+        fork = self._fork
+        fork.record(cur)  # the comm stream waits for what the current stream issued so far
+        self.stream.wait_event(fork)
+        if prep.runner is not None:
+            try:
+                prep.runner(*prep.fill(t, out), stream=self._handle)
+            except TypeError as e:  # another Triton's launcher signature: the JIT path
+                self._refuse(e)
+                prep.runner = None
+                self._launch_jit(prep, t, out)
+        else:
+            self._launch_jit(prep, t, out)
+        if not torch.cuda.is_current_stream_capturing():
+            t.record_stream(self.stream)
+            if out is not t:
+                out.record_stream(self.stream)
+        work = EmulatedWork(self, *self._ring.record(self.stream))
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+    def _launch_jit(self, prep: Prepared, t: Any, out: Any) -> None:
+        """The JIT launch on the comm stream; the first one of a key compiles, and its
+        compiled kernel's runner serves the key's later calls."""
+        import torch
+
+        with torch.cuda.stream(self.stream):
+            compiled = launch_kernel(prep.launch, t, out)
+        if self.launch_path == "compiled" and hasattr(compiled, "__getitem__"):
+            prep.runner = compiled[(prep.launch.entry.ctas, 1, 1)]
+
+    def _refuse(self, e: Exception) -> None:
+        self.launch_path = "jit"
+        self.refused = f"{type(e).__name__}: {e}"
+        for p in self._prepared.values():
+            p.runner = None
+
+    def _wait(self, slot: int, gen: int) -> None:
+        import torch
+
+        self._ring.wait(slot, gen, torch.cuda.current_stream(self.device))
+
+    def _run_plain(self, coll: str, t: Any, out: Any, async_op: bool) -> Any:
+        """The plain path (``fast=False``; class doc): what the fast path replaces."""
         import torch
 
         if not (t.is_contiguous() and out.is_contiguous()):
@@ -183,7 +341,7 @@ class EmulatedComm:
                     out.record_stream(self.stream)
             done = torch.cuda.Event()
             done.record(self.stream)
-        work = EmulatedWork(done, self.device)
+        work = _PlainWork(done, self.device)
         if async_op:
             return work
         work.wait()
@@ -193,3 +351,16 @@ class EmulatedComm:
     def mark_trace(self, path: Any) -> None:
         """Write the emulation mark into an exported trace file (docs/EMULATION.md)."""
         mark_trace_file(path, comm_marker(self.profile.name, ranks=self.size, rank=self.rank))
+
+
+class _PlainWork:
+    """The plain path's Work: a new event per collective."""
+
+    def __init__(self, event: Any, device: Any) -> None:
+        self._event = event
+        self._device = device
+
+    def wait(self) -> None:
+        import torch
+
+        torch.cuda.current_stream(self._device).wait_event(self._event)
