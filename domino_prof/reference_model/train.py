@@ -445,6 +445,9 @@ def worker(cfg: RunConfig, out: Path) -> int:
             )
             return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
+    # the attention kernel decided here, eagerly: under --compile the first call would
+    # otherwise be traced, and torch.backends.cudnn.is_available() breaks the graph
+    units.attention_kernel(device, DTYPES.get(cfg.dtype))
     _inject_fault(rank)
     try:
         results = run_modes(cfg, device=device, out=out)

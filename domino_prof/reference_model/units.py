@@ -148,15 +148,20 @@ def set_attention(kind: str) -> None:
     _attention = kind
 
 
-_cudnn_ok: dict[int, bool] = {}
+# device index (None: the current device) -> cuDNN SDPA on Hopper. Filled eagerly
+# (train.worker calls attention_kernel before the first step): under torch.compile a
+# traced fill would call torch.backends.cudnn.is_available(), which Dynamo cannot put in
+# a graph ("torch.* op returned non-Tensor"); a filled entry is a constant to it.
+_cudnn_ok: dict[int | None, bool] = {}
 
 
 def _cudnn_hopper(device: torch.device) -> bool:
-    i = device.index if device.index is not None else torch.cuda.current_device()
+    i = device.index
     if i not in _cudnn_ok:
+        d = i if i is not None else torch.cuda.current_device()
         ver = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         _cudnn_ok[i] = (
-            torch.cuda.get_device_capability(i)[0] == 9
+            torch.cuda.get_device_capability(d)[0] == 9
             and (ver or 0) >= 90000
             and hasattr(torch.ops.aten, "_scaled_dot_product_cudnn_attention")
         )
