@@ -66,4 +66,56 @@ def test_report_section_lists_the_parts():
     sec = domino_limits(RUN, {"domino": doc(112.0, 3.0, 1.5), "nocomm": doc(100.0, 0.0, None)})
     assert sec.title == "What limits domino here"
     assert [r[1] for r in sec.body.rows] == ["12.00 ms", "3.00 ms", "1.50 ms", "7.50 ms"]
+    sec = domino_limits(RUN, {"domino": with_host(doc(112.0, 3.0, 1.5), 4.0),
+                              "nocomm": with_host(doc(100.0, 0.0, None), 1.5)})  # fmt: skip
+    assert [r[1] for r in sec.body.rows] == ["12.00 ms", "3.00 ms", "1.50 ms", "2.50 ms",
+                                             "5.00 ms"]  # fmt: skip
     assert domino_limits(RUN, {"domino": doc(112.0, 3.0, 1.5)}) is None
+
+
+def with_host(d, idle_ms, graphs_ms=None):
+    """``d`` with a launches block (device idle waiting for launches) and, optionally,
+    the what-if's CUDA-graph scenario."""
+    d = dict(d)
+    ov = dict(d["overheads"])
+    ov["launches"] = {"computed": True, "host_bound_device_idle_ms_per_step": idle_ms}
+    if graphs_ms is not None:
+        ov["whatif"] = dict(ov["whatif"], scenarios=[
+            {"name": "measured", "step_ms": d["totals"]["step_ms"]},
+            {"name": "cuda_graphs", "step_ms": graphs_ms}])  # fmt: skip
+    d["overheads"] = ov
+    return d
+
+
+def test_host_idle_beyond_the_bound_is_its_own_part():
+    # gap 112 - 100 = 12 = exposed 3 + tax 1.5 + host (4.0 - 1.5 = 2.5) + rest 5
+    d = limits(RUN, {"domino": with_host(doc(112.0, 3.0, 1.5), 4.0),
+                     "nocomm": with_host(doc(100.0, 0.0, None), 1.5)})  # fmt: skip
+    assert d["host_ms"] == pytest.approx(2.5) and d["rest_ms"] == pytest.approx(5.0)
+    assert d["host_idle_ms"] == {"domino": 4.0, "nocomm": 1.5}
+    assert d["host_is_the_limit"] is False  # the rest (5) is larger
+    assert "host 2.50 ms" in d["text"] and "The host is the limit" not in d["text"]
+    # one side unmeasured (a CPU trace has no launches): no host part, the rest keeps it
+    d = limits(RUN, {"domino": with_host(doc(112.0, 3.0, 1.5), 4.0),
+                     "nocomm": doc(100.0, 0.0, None)})  # fmt: skip
+    assert d["host_ms"] is None and d["rest_ms"] == pytest.approx(7.5)
+    assert "host " not in d["text"].replace("the host", "")
+
+
+def test_a_host_bound_domino_says_so():
+    # the full-depth emulated tp-8 eager shape: gap 177 = exposed 41.8 + tax 0.1 + host
+    # (176.7 - 50.0 = 126.7) + rest 8.4; host is the largest part
+    run = {"modes": {"domino": {"step_ms": 183.0}, "nocomm": {"step_ms": 69.1},
+                     "tp": {"step_ms": 99.9}}}  # fmt: skip
+    d = limits(run, {"domino": with_host(doc(284.4, 41.8, 0.1), 176.7, graphs_ms=100.0),
+                     "nocomm": with_host(doc(107.4, 0.0, None), 50.0, graphs_ms=58.0),
+                     "tp": with_host(doc(120.0, 30.0, None), 60.0, graphs_ms=110.0)})  # fmt: skip
+    assert d["host_ms"] == pytest.approx(126.7)
+    assert d["rest_ms"] == pytest.approx(177.0 - 41.8 - 0.1 - 126.7)
+    assert d["host_is_the_limit"] is True
+    assert d["text"].startswith("The host is the limit: the device waits for domino's "
+                                "launches 176.70 ms per profiled step (nocomm: 50.00).")
+    assert d["text"].endswith("CUDA graphs (--cuda-graphs) take the host off the step.")
+    # no predicted graphs step is printed (the module doc says why), though the analyses
+    # carry the what-if's cuda_graphs scenario
+    assert "100.0" not in d["text"] and "predict" not in d["text"]

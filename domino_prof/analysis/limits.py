@@ -10,8 +10,18 @@ profiled step of domino exceeds nocomm's by ``gap``; this module splits that gap
   expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``);
 * **overlap tax** — compute slowed by the comm it hides (``overheads.whatif.overlap_tax``:
   ``tax_ms_per_step``), when the analysis could measure it;
-* **the rest** — gap − exposed − tax: what the split itself costs (each micro-batch's
-  kernels are smaller and more numerous, the schedule issues more launches) and host time.
+* **host** — the device idle waiting for the host's launches, beyond the bound's
+  (``launches.host_bound_device_idle_ms_per_step`` of the mode minus the bound's), when
+  both analyses measured it (CUDA traces; a CPU trace has no launches);
+* **the rest** — gap − exposed − tax − host: what the split itself costs (each
+  micro-batch's kernels are smaller and more numerous) and the remainder.
+
+When host is the largest part, the text leads with it and points to ``--cuda-graphs``.
+It gives no predicted graphs step: the what-if replay's ``cuda_graphs`` scenario of a
+host-bound *domino* trace was measured wrong (emulated tp 8, llama3-3b, 28 layers, one
+H200, 2026-12-02: 100.1 ms predicted for domino from the eager trace, 83.8 ms timed with
+``--cuda-graphs``; tp's 94.9 against 97.4), so domino / tp came out 0.95 instead of 1.16.
+The replay keeps the eager trace's cross-stream order, which the slow host had set.
 
 All three are per profiled step (the same profiler overhead on both sides); the timed
 steps' ratio is shown beside them, since that is what the verdict compares. The rest is a
@@ -65,6 +75,16 @@ def top_exposed(a: Any, *, top_n: int = 3) -> list[dict]:
     return [{"op": op, "exposed_ms_per_step": ns / ranks / steps / 1e6} for op, ns in best]
 
 
+def _host_idle_ms(a: Any) -> float | None:
+    """The device's idle time waiting for launches, ms per step (None: not measured)."""
+    ov = _get(a, "overheads")
+    la = _get(ov, "launches") if ov is not None else None
+    if not la or not _get(la, "computed"):
+        return None
+    v = _get(la, "host_bound_device_idle_ms_per_step")
+    return None if v is None else float(v)
+
+
 def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
            bound: str = "nocomm") -> dict | None:  # fmt: skip
     """The split of ``mode``'s profiled step gap to ``bound`` (see the module doc), or None
@@ -81,7 +101,10 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
     tax_doc = _whatif(a).get("overlap_tax") or {}
     tax = tax_doc.get("tax_ms_per_step")
     tax = None if tax is None else float(tax)
-    rest = gap - exposed - (tax or 0.0)
+    ha, hb = _host_idle_ms(a), _host_idle_ms(b)
+    host = None if ha is None or hb is None else ha - hb
+    rest = gap - exposed - (tax or 0.0) - (host or 0.0)
+    host_limit = host is not None and host > max(exposed, tax or 0.0, rest)
     modes = run.get("modes") or {}
     ma, mb = (modes.get(mode) or {}).get("step_ms"), (modes.get(bound) or {}).get("step_ms")
     out = {
@@ -91,6 +114,9 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         "gap_ms": gap,
         "exposed_comm_ms": exposed,
         "overlap_tax_ms": tax,
+        "host_ms": host,
+        "host_idle_ms": {mode: ha, bound: hb},
+        "host_is_the_limit": host_limit,
         "rest_ms": rest,
         "top_exposed": top_exposed(a),
         "timed_step_ms": {mode: ma, bound: mb},
@@ -114,7 +140,16 @@ def limits_text(d: Mapping) -> str:
         parts.append("overlap tax not measured")
     else:
         parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms (compute slowed under comm)")
+    if d.get("host_ms") is not None:
+        parts.append(f"host {d['host_ms']:.2f} ms (the device idle waiting for launches, "
+                     f"beyond {bound}'s)")  # fmt: skip
     parts.append(f"the rest {d['rest_ms']:.2f} ms (the split's own cost: smaller, more "
-                 "numerous kernels and launches, and host time; a remainder)")  # fmt: skip
-    return (f"{head}of the {d['gap_ms']:.2f} ms per profiled step by which it trails "
+                 "numerous kernels; a remainder)")  # fmt: skip
+    text = (f"{head}of the {d['gap_ms']:.2f} ms per profiled step by which it trails "
             f"{bound}: " + "; ".join(parts) + ".")
+    if d.get("host_is_the_limit"):
+        text = (f"The host is the limit: the device waits for {mode}'s launches "
+                f"{d['host_idle_ms'][mode]:.2f} ms per profiled step ({bound}: "
+                f"{d['host_idle_ms'][bound]:.2f}). " + text + " CUDA graphs "
+                "(--cuda-graphs) take the host off the step.")
+    return text

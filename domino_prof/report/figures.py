@@ -863,7 +863,7 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
 
 def domino_limits(run: dict, analyses: Any) -> Section | None:
     """What keeps domino from nocomm in this run (``analysis.limits``): the profiled step
-    gap split into exposed comm, overlap tax and the rest. None without both modes."""
+    gap split into exposed comm, overlap tax, host and the rest. None without both modes."""
     from domino_prof.analysis.limits import limits
 
     d = limits(run, analyses)
@@ -871,8 +871,11 @@ def domino_limits(run: dict, analyses: Any) -> Section | None:
         return None
     rows = [["profiled step gap (domino − nocomm)", fmt(d["gap_ms"], ".2f", " ms")],
             ["exposed comm", fmt(d["exposed_comm_ms"], ".2f", " ms")],
-            ["overlap tax (compute slowed under comm)", fmt(d["overlap_tax_ms"], ".2f", " ms")],
-            ["the rest (split's own cost, host; a remainder)", fmt(d["rest_ms"], ".2f", " ms")]]
+            ["overlap tax (compute slowed under comm)", fmt(d["overlap_tax_ms"], ".2f", " ms")]]
+    if d.get("host_ms") is not None:
+        rows.append(["host (device idle waiting for launches, beyond nocomm's)",
+                     fmt(d["host_ms"], ".2f", " ms")])  # fmt: skip
+    rows.append(["the rest (split's own cost; a remainder)", fmt(d["rest_ms"], ".2f", " ms")])
     rows += [[f"exposed in {t['op']}", fmt(t["exposed_ms_per_step"], ".3f", " ms")]
              for t in d["top_exposed"]]  # fmt: skip
     cap = ("Per rank and profiled step (docs/METRICS.md, Extension: what limits domino). "
