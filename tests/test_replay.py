@@ -289,3 +289,32 @@ def test_a_trace_without_runtime_calls_says_why_not_an_index_error(tmp_path):
     notes = " ".join(str(n) for n in out["notes"])
     assert "IndexError" not in notes and "not built" not in notes
     assert out["whatif"]["reason"] == "no device node inside a ProfilerStep#N"
+
+
+def event_sync_of_an_old_event() -> TraceBuilder:
+    """A host that keeps launches in flight (the executor's graph throttle): it syncs on
+    the event recorded after the collective c1 [5, 35] while k2 [35, 45] and k3 [45, 50]
+    are queued behind it; the sync (3 µs) returns at 36, 1 µs after c1 ends, not after
+    k3; the host then launches k4 at 40: k4 [50, 60]."""
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 100)
+    b.kernel(NCCL, stream=7, start=5, dur=30, launch=0)
+    b.kernel("gemm_k2", stream=7, start=35, dur=10, launch=1)
+    b.kernel("gemm_k3", stream=7, start=45, dur=5, launch=2)
+    b.runtime("cudaEventSynchronize", 3, 33)
+    b.kernel("gemm_k4", stream=7, start=50, dur=10, launch=40)
+    return b
+
+
+def test_an_event_sync_waits_for_its_event_not_the_streams_last_launch(tmp_path):
+    trace, iv = load(tmp_path, event_sync_of_an_old_event())
+    out = analyze_overheads(trace, iv, AnalysisConfig())
+    w = out["whatif"]
+    assert w["explained"] is True and w["profiled_step_ms"] == pytest.approx(0.055)
+    assert w["n_dropped_edges"] == 0  # k3 (ends 50) as its target broke causality
+    # comm removed: c1 [5, 5] and its 1 µs launch call gone, so every later host call is
+    # 1 µs earlier: k2's launch at 0 + 5 µs latency: k2 [5, 15], k3 [15, 20]; the sync
+    # returns 1 µs after c1, at 6; the host's 4 µs to k4's launch (10) + 5: ready 15;
+    # k4 after k3 [20, 30]: wall 25 µs, gain 30 µs. (With the sync pinned at its
+    # measured 33 µs, as before, k4 was launched at 39 and the gain was 5 µs.)
+    assert gains(out)["no_comm"] == pytest.approx(0.030)

@@ -84,6 +84,7 @@ SYNC_CALLS: tuple[str, ...] = (
     "hipStreamSynchronize", "hipEventSynchronize", "hipDeviceSynchronize",
 )  # fmt: skip
 _DEVICE_WIDE = ("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize")
+_EVENT_SYNCS = ("cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize")
 _VERSION = re.compile(r"_v\d+$")
 
 # node kinds
@@ -395,7 +396,7 @@ def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> R
         hd, hs = _handoffs(cand_d, cand_lo, hl, h_s, h_e)
         add(hd + nd, hs + nd, HANDOFF, False, 0)
     # end edges: blocking syncs
-    x_dst, x_src = _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd)
+    x_dst, x_src = _sync_targets(ev, iv, h_api, h_s, h_e, h_tid, h_corr, call_of, nd)
     g = _finish(
         rank=rank, mode="gpu", kind=kind, lane=lane, lanes=lanes, start=start, end=end,
         iteration=iteration, is_device=is_device, is_launch=is_launch, name=name,
@@ -404,8 +405,15 @@ def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> R
     return _with_sync_sites(g, ev)
 
 
-def _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd):
-    """(sync node, awaited interval) pairs (host node indices offset by ``nd``)."""
+def _sync_targets(ev, iv, h_api, h_s, h_e, h_tid, h_corr, call_of, nd):
+    """(sync node, awaited interval) pairs (host node indices offset by ``nd``).
+
+    A stream sync waits for the last interval launched on its stream before it; an
+    event sync for the interval its event was recorded after, which the trace does not
+    name and may be older than the stream's last launch (a host keeping k launches in
+    flight waits for the event of k launches back): taken as the latest-ending interval
+    of its stream, launched before the sync, that had ended when the sync returned (none:
+    the sync keeps its measured time)."""
     sync_idx = np.flatnonzero(np.isin(h_api, SYNC_CALLS))
     if len(sync_idx) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -433,9 +441,14 @@ def _sync_targets(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd):
         st[q[last >= 0]] = d_stream[last[last >= 0]]
         st[q[last < 0]] = -1
     on_stream = ~wide & (st >= 0)
+    ev_sync = np.isin(h_api[sync_idx], _EVENT_SYNCS)
     for s_ in np.unique(st[on_stream]).tolist():
         q = np.flatnonzero(on_stream & (st == s_))
-        got[q] = _best_before(launched[d_stream[launched] == s_], d_ls, d_e, t[q])
+        rows = launched[d_stream[launched] == s_]
+        got[q] = _best_before(rows, d_ls, d_e, t[q])
+        for k in q[ev_sync[q]].tolist():
+            r = rows[(d_ls[rows] < t[k]) & (d_e[rows] <= h_e[sync_idx[k]])]
+            got[k] = int(r[np.argmax(d_e[r])]) if len(r) else -1
     ok = got >= 0
     return nd + sync_idx[ok].astype(np.int64), got[ok]
 
