@@ -123,9 +123,9 @@ def test_a_profile_missing_a_collective_the_modes_need_is_one_line(tmp_path):
 def one_gpu(monkeypatch):
     """A machine that says it has one CUDA GPU (nothing starts in these tests: each
     ends in a one-line error before the launcher)."""
-    import domino_prof.commands.run as run_cmd
+    from domino_prof.reference_model import launcher
 
-    monkeypatch.setattr(run_cmd, "_visible_gpus", lambda torch: 1)
+    monkeypatch.setattr(launcher, "_visible_gpus", lambda torch: 1)
 
 
 def _cli(args, tmp_path):
