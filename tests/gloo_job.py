@@ -2,7 +2,7 @@
 a real trace. ``PREAMBLE`` goes at the top of every such job script and
 ``clean_shutdown()`` ends every rank.
 
-Why (tests/test_loader.py::test_real_gloo_trace failed about 1 run in 7 with rank 0
+Why (tests/test_trace_decode.py::test_real_gloo_trace failed about 1 run in 7 with rank 0
 or 1 aborting at exit, "terminate called without an active exception"):
 
 * ``torch.distributed.nn.functional`` binds ``group.WORLD`` as default arguments

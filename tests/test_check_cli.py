@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from rundirs import write_run_dir
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
@@ -70,17 +71,8 @@ def write_traces(
 
 def write_run(d: Path, modes: dict[str, list[float]]) -> Path:
     """A `domino-prof run`-style directory: DIR/run.json + DIR/<mode>/rank*.pt.trace.json.gz."""
-    d.mkdir(parents=True, exist_ok=True)
-    for mode, a in modes.items():
-        write_traces(d / mode, a, gz=True)
-    doc = {
-        "schema": "domino-prof/run",
-        "version": 1,
-        "config": {},
-        "modes": {m: {"trace_dir": m, "analysis": f"{m}/analysis.json"} for m in modes},
-    }
-    (d / "run.json").write_text(json.dumps(doc))
-    return d
+    return write_run_dir(d, {m: {"analysis": f"{m}/analysis.json"} for m in modes},
+                         traces=lambda p, m: write_traces(p, modes[m], gz=True))  # fmt: skip
 
 
 def invoke(args: list[str], **env: str):

@@ -15,6 +15,7 @@ from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
 from domino_prof.analysis import AnalysisConfig, analyze, combine_comm_pattern
+from domino_prof.analysis.results import notes_about
 from domino_prof.cli import app
 from domino_prof.trace import load_trace
 
@@ -83,7 +84,7 @@ def test_known_comm_families_are_comm_by_default(trace):
         ("p2p_copy", 2, 20 * US),
     ]
     # the same-device copy beside symmetric-memory comm stays memory, with a hint
-    (note,) = [n for n in a.notes if "same-device DtoD" in n]
+    (note,) = notes_about(a.notes, "classify")
     assert note.startswith("1 same-device DtoD copies (0.003 ms) beside symmetric-memory")
     assert "--memcpy-as-comm" in note
 
@@ -95,7 +96,7 @@ def test_memcpy_as_comm_adds_same_device_copies(trace):
         "source": "dtod_copy", "label": "device-to-device copies (--memcpy-as-comm)",
         "n_intervals": 1, "busy_ns": 3 * US,
     }  # fmt: skip
-    assert not [n for n in a.notes if "same-device DtoD" in n]
+    assert notes_about(a.notes, "classify") == []
 
 
 def test_user_pattern_is_its_own_source_and_only_replaces(trace):

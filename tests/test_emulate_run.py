@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rundirs import write_run_dir
 from typer.testing import CliRunner
 
 from domino_prof.cli import app
@@ -123,9 +124,9 @@ def test_a_profile_missing_a_collective_the_modes_need_is_one_line(tmp_path):
 def one_gpu(monkeypatch):
     """A machine that says it has one CUDA GPU (nothing starts in these tests: each
     ends in a one-line error before the launcher)."""
-    import domino_prof.commands.run as run_cmd
+    from domino_prof.reference_model import launcher
 
-    monkeypatch.setattr(run_cmd, "_visible_gpus", lambda torch: 1)
+    monkeypatch.setattr(launcher, "_visible_gpus", lambda torch: 1)
 
 
 def _cli(args, tmp_path):
@@ -450,14 +451,11 @@ def _bench(name: str):
 
 
 def _fake_run(d: Path, *, dom_ms: float, vs_tp: float, of_nc: float, hidden=None) -> None:
-    d.mkdir(parents=True)
-    (d / "run.json").write_text(json.dumps({
-        "schema": "domino-prof/run", "status": "complete",
-        "config": {"model": {"n_layers": 8}}, "comm": {"kind": "emulated", "label": LABEL2},
-        "modes": {"domino": {"hidden_pct": hidden}},
-        "comparison": [{"mode": "domino", "step_ms": dom_ms, "speedup_vs_tp": vs_tp,
-                        "frac_of_nocomm": of_nc},
-                       {"mode": "nocomm", "speedup_vs_tp": 1.25}]}))  # fmt: skip
+    write_run_dir(d, {"domino": {"hidden_pct": hidden}}, config={"model": {"n_layers": 8}},
+                  status="complete", comm={"kind": "emulated", "label": LABEL2},
+                  comparison=[{"mode": "domino", "step_ms": dom_ms, "speedup_vs_tp": vs_tp,
+                               "frac_of_nocomm": of_nc},
+                              {"mode": "nocomm", "speedup_vs_tp": 1.25}])  # fmt: skip
 
 
 def test_the_emulated_table_summariser_takes_medians_and_ranges(tmp_path):

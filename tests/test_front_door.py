@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from rundirs import write_run_dir
 from test_check_cli import invoke, table_rows, write_traces
 
 from domino_prof.cli import app
@@ -31,16 +32,13 @@ MODES = {"tp": [30, 30], "nocomm": [None, None], "domino": [20, 22], "sp": [30, 
 
 
 def write_run(d: Path, modes: dict[str, list], **entry) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    for mode, a in modes.items():
-        write_traces(d / mode, a, gz=True)
     step = {"tp": 2.0, "nocomm": 1.0, "domino": 1.6, "sp": 2.0, "domino-sp": 1.7}
-    doc = {
-        "schema": "domino-prof/run",
-        "version": 1,
-        "config": {"model": {"name": "tiny"}, "tp": 2, "seq": 128, "mbs": 2},
-        "modes": {m: {"trace_dir": m, "step_ms": step.get(m, 1.0), **entry} for m in modes},
-        "comparison": [
+    return write_run_dir(
+        d,
+        {m: {"step_ms": step.get(m, 1.0), **entry} for m in modes},
+        traces=lambda p, m: write_traces(p, modes[m], gz=True),
+        config={"model": {"name": "tiny"}, "tp": 2, "seq": 128, "mbs": 2},
+        comparison=[
             {
                 "mode": m,
                 "step_ms": step.get(m, 1.0),
@@ -51,9 +49,7 @@ def write_run(d: Path, modes: dict[str, list], **entry) -> Path:
             }
             for m in modes
         ],
-    }
-    (d / "run.json").write_text(json.dumps(doc))
-    return d
+    )
 
 
 @pytest.fixture(scope="module")

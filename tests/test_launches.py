@@ -14,6 +14,7 @@ from tracegen import TraceBuilder
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.launches import graph_candidates, launch_table
 from domino_prof.analysis.overheads import analyze_overheads
+from domino_prof.analysis.results import notes_about
 
 
 def launch_rank() -> TraceBuilder:
@@ -242,5 +243,6 @@ def test_unknown_launch_api_is_named_in_a_note(tmp_path):
     trace, iv = load(tmp_path, b)
     out = analyze_overheads(trace, iv, AnalysisConfig())
     assert out["launches"]["n_launched"] == 1
-    (note,) = [n for n in out["notes"] if "not known launch APIs" in n]
+    (note,) = notes_about(out["notes"], "launches")
+    assert "are joined to calls that are not known launch APIs" in note
     assert "1 device interval(s)" in note and "(hipFutureLaunch 1)" in note

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from domino_prof.analysis import analyze
+from domino_prof.analysis.results import notes_about
 from domino_prof.trace import load_trace
 
 T0 = 1_620_000_000_000_000  # absolute µs (May 2021)
@@ -75,4 +76,5 @@ def test_old_format_trace_is_analysed_exactly(tmp_path):
     assert sorted(a.by_stream["stream"].tolist()) == [7, 13]  # args.stream, not "stream 7"
     la = a.overheads["launches"]
     assert la["computed"] and la["n_launched"] == 4
-    assert any("older Kineto trace format" in n and "Kernel -> kernel" in n for n in a.notes)
+    (note,) = notes_about(a.notes, "format")
+    assert note.startswith("older Kineto trace format") and "Kernel -> kernel" in note

@@ -14,6 +14,7 @@ from tracegen import TraceBuilder
 
 from domino_prof.analysis import AnalysisConfig, analyze, combine_comm_pattern
 from domino_prof.analysis.classify import innermost_containing, leaf_ops
+from domino_prof.analysis.results import notes_about
 from domino_prof.errors import ConfigError, TraceError
 from domino_prof.trace import load_trace
 
@@ -319,7 +320,8 @@ def test_missing_launch_is_outside_steps_with_a_note(tmp_path):
     a = analyze(load_trace(tmp_path))
     r = a.intervals.iloc[0]
     assert (r["iteration"], r["op"], r["phase"], r["launch_start"]) == (-1, "(none)", "other", -1)
-    assert any("no launch call" in n for n in a.notes)
+    (note,) = notes_about(a.notes, "classify")
+    assert note.startswith("1 device intervals have no launch call with their correlation id")
 
 
 def test_cpu_gloo_synthetic(tmp_path):
@@ -570,6 +572,6 @@ def test_negative_duration_is_a_note_not_silent(tmp_path):
     a = analyze(t)
     assert (a.totals["comm_ns"], a.totals["hidden_ns"]) == (20_000, 10_000)
     assert a.totals["n_negative_durations"] == 1
-    (note,) = [n for n in a.notes if "negative duration" in n]
+    (note,) = notes_about(a.notes, "negative_duration")
     assert note.startswith("rank 0: 1 event(s) with a negative duration (kernel 1; worst:")
     assert "dur -5 µs) read as 0 ns" in note and "re-export it" in note

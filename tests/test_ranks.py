@@ -14,6 +14,7 @@ from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.overheads import analyze_overheads
+from domino_prof.analysis.results import notes_about
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 # true (common-clock) start of each all-reduce on ranks 0, 1, 2; all end at `end`
@@ -119,7 +120,8 @@ def test_one_host_no_names_no_alignment(tmp_path):
     ar = out["across_ranks"]
     assert [h["offset_ns"] for h in ar["hosts"]] == [0]
     assert ar["skew"]["total_ns"] == 110_000 and ar["late_rank"] == 2
-    assert any("name no host" in n for n in out["notes"])
+    (note,) = notes_about(out["notes"], "clock_alignment")
+    assert note.startswith("across ranks: the traces name no host; ")
 
 
 def test_unnamed_hosts_with_shifted_clock_are_not_aligned(tmp_path):
@@ -138,7 +140,8 @@ def test_unnamed_hosts_with_shifted_clock_are_not_aligned(tmp_path):
         "steps or their clocks disagree"
     )
     assert "skew" not in ar and not [f for f in out["findings"] if f["id"] == "rank_skew"]
-    assert any(n.startswith("across ranks: not computed: 3 of 3") for n in out["notes"])
+    (note,) = notes_about(out["notes"], "across_ranks")
+    assert note.startswith("across ranks: not computed: 3 of 3")
 
 
 def test_gloo_cpu_trace_matches_by_order(tmp_path):
@@ -164,7 +167,8 @@ def test_gloo_cpu_trace_matches_by_order(tmp_path):
     assert ar["late_rank"] == 1
     assert out["launches"] == {"computed": False, "reason": out.launches.reason}
     assert out.launches.reason.startswith("not applicable: CPU-only trace")
-    assert any("CPU-only trace" in n for n in out["notes"])
+    (note,) = notes_about(out["notes"], "launches")
+    assert "not applicable: CPU-only trace" in note
 
 
 def test_single_rank_says_not_computed(tmp_path):
@@ -172,7 +176,8 @@ def test_single_rank_says_not_computed(tmp_path):
     out = analyze_overheads(trace, iv, AnalysisConfig())
     assert out["across_ranks"] == {"computed": False, "reason": out.across_ranks.reason}
     assert out.across_ranks.reason.startswith("the trace has one rank")
-    assert any("across ranks: not computed: the trace has one rank" in n for n in out["notes"])
+    (note,) = notes_about(out["notes"], "across_ranks")
+    assert note.startswith("across ranks: not computed: the trace has one rank")
 
 
 def test_order_matching_is_per_iteration(tmp_path):

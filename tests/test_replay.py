@@ -17,6 +17,7 @@ from domino_prof.analysis import analyze, replay
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.replay import cpu_profiled_step
+from domino_prof.analysis.results import notes_about
 from domino_prof.trace import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -288,6 +289,9 @@ def test_a_trace_without_runtime_calls_says_why_not_an_index_error(tmp_path):
     out = analyze_overheads(trace, iv, AnalysisConfig())
     notes = " ".join(str(n) for n in out["notes"])
     assert "IndexError" not in notes and "not built" not in notes
+    # the what-if's own note (topic replay) says why it has no step
+    (note,) = notes_about(out["notes"], "replay")
+    assert note == "what if: no device node inside a ProfilerStep#N"
     assert out["whatif"]["reason"] == "no device node inside a ProfilerStep#N"
 
 

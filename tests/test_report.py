@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from rundirs import write_run_dir
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
@@ -412,22 +413,19 @@ def test_compare_page(tmp_path, dom):
 # --- CLI -----------------------------------------------------------------------------
 def make_run_dir(root: Path) -> Path:
     """A run directory as `domino-prof run` writes it (ARCHITECTURE.md §4), 2 modes."""
-    domino_trace(root / "domino")
-    domino_trace(root / "tp", c1_start=70.0)
-    run = {"schema": "domino-prof/run", "version": 1,
-           "config": {"preset": "tiny", "world_size": 2, "layers": 1},
-           "versions": {"torch": "2.x", "domino_prof": "0.1.0"}, "devices": ["cpu"],
-           "modes": {m: {"trace_dir": m, "step_ms": s, "step_times_ms": [s],
-                         "tokens_per_s": 1000.0 / s, "mfu": None, "losses": [1.0],
-                         "hidden_pct": None, "analysis": f"{m}/analysis.json"}
-                     for m, s in (("tp", 2.0), ("domino", 1.6))},
-           "comparison": [{"mode": "tp", "step_ms": 2.0, "tokens_per_s": 500.0,
-                           "hidden_pct": 50.0, "speedup_vs_tp": 1.0, "frac_of_nocomm": None},
-                          {"mode": "domino", "step_ms": 1.6, "tokens_per_s": 625.0,
-                           "hidden_pct": 56.25, "speedup_vs_tp": 1.25,
-                           "frac_of_nocomm": None}]}  # fmt: skip
-    (root / "run.json").write_text(json.dumps(run))
-    return root
+    return write_run_dir(
+        root,
+        {m: {"step_ms": s, "step_times_ms": [s], "tokens_per_s": 1000.0 / s, "mfu": None,
+             "losses": [1.0], "hidden_pct": None, "analysis": f"{m}/analysis.json"}
+         for m, s in (("tp", 2.0), ("domino", 1.6))},
+        traces=lambda d, m: domino_trace(d, **({"c1_start": 70.0} if m == "tp" else {})),
+        config={"preset": "tiny", "world_size": 2, "layers": 1},
+        versions={"torch": "2.x", "domino_prof": "0.1.0"}, devices=["cpu"],
+        comparison=[{"mode": "tp", "step_ms": 2.0, "tokens_per_s": 500.0,
+                     "hidden_pct": 50.0, "speedup_vs_tp": 1.0, "frac_of_nocomm": None},
+                    {"mode": "domino", "step_ms": 1.6, "tokens_per_s": 625.0,
+                     "hidden_pct": 56.25, "speedup_vs_tp": 1.25, "frac_of_nocomm": None}],
+    )  # fmt: skip
 
 
 def test_cli_report_trace_dir(tmp_path):

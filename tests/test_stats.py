@@ -4,10 +4,10 @@ report's title and `check --min-speedup`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from rundirs import write_run_dir
 from typer.testing import CliRunner
 
 from domino_prof import stats
@@ -204,14 +204,9 @@ def test_report_title_carries_the_interval():
 
 # --------------------------------------------------------------------------- check
 def _run_dir(tmp_path: Path, blocks=BLOCKS) -> Path:
-    d = tmp_path / "run"
-    for m in blocks:
-        (d / m).mkdir(parents=True)
     modes = _modes(blocks)
-    doc = {"schema": "domino-prof/run", "version": 1, "config": {}, "modes": modes,
-           "comparison": comparison_rows(modes), "verdict": verdicts(modes)}  # fmt: skip
-    (d / "run.json").write_text(json.dumps(doc))
-    return d
+    return write_run_dir(tmp_path / "run", modes, comparison=comparison_rows(modes),
+                         verdict=verdicts(modes))  # fmt: skip
 
 
 def _check(*args):

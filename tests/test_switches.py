@@ -17,6 +17,7 @@ from tracegen import TraceBuilder
 from domino_prof.analysis.classify import classify
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.overheads import analyze_overheads
+from domino_prof.analysis.results import notes_about
 from domino_prof.analysis.switches import switch_edges
 from domino_prof.trace import load_trace
 
@@ -160,9 +161,10 @@ def test_fallback_to_runtime_calls_says_so(tmp_path):
     out = analyze_overheads(trace, iv, AnalysisConfig())
     assert out["stream_switches"]["source"] == "runtime_calls"
     assert out["stream_switches"]["switch_gap"]["total_ns"] == 7_000
-    assert any("fell back to cudaStreamWaitEvent" in n for n in out["notes"])
+    fell_back, unresolved = notes_about(out["notes"], "stream_switches")
+    assert "fell back to cudaStreamWaitEvent" in fell_back
     assert out["stream_switches"]["n_unresolved"] == 1
-    assert any("1 inferred edge(s) are unresolved" in n for n in out["notes"])
+    assert unresolved.startswith("stream switches: 1 inferred edge(s) are unresolved")
 
 
 def test_consumer_waiting_on_two_events_counts_idle_once(tmp_path):
@@ -199,10 +201,11 @@ def test_no_runtime_events_says_what_is_missing(tmp_path):
     # not computed, and why, in the typed result (no note text to parse)
     assert out["launches"] == {"computed": False, "reason": out.launches.reason}
     assert out.launches.reason.startswith("no device interval is joined to a launch call")
-    notes = " ".join(out["notes"])
-    assert "stream switches: not computed" in notes
-    assert "kernel launches: not computed" in notes
-    assert "per-step figures: not computed" in notes
+    for topic, says in (("stream_switches", "stream switches: not computed"),
+                        ("launches", "kernel launches: not computed"),
+                        ("per_step", "per-step figures: not computed")):  # fmt: skip
+        (note,) = notes_about(out["notes"], topic)
+        assert note.startswith(says), topic
     assert out["step_ms"] is None
     assert out["findings"] == []
 
@@ -318,4 +321,5 @@ def test_cupti13_waits_without_record_correlation(tmp_path):
     out = analyze_overheads(trace, iv, AnalysisConfig())
     sw = out["stream_switches"]
     assert (sw["n_inferred"], sw["n_unresolved"], sw["switch_gap"]["total_ns"]) == (2, 1, 5_000)
-    assert any("CUPTI 13" in n for n in out["notes"])
+    cupti, _unresolved = notes_about(out["notes"], "stream_switches")
+    assert "CUPTI 13" in cupti

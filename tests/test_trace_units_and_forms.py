@@ -13,19 +13,29 @@ from pathlib import Path
 
 import pytest
 
+from domino_prof.analysis.results import notes_about
+
 ROOT = Path(__file__).resolve().parents[1]
 S = ROOT / "tests" / "data" / "h200_llama3_3b_2layers_tp2" / "domino"
 
 
-def _doc(path: Path) -> dict:
+def _analysis(path: Path):
     from domino_prof.analysis import AnalysisConfig
     from domino_prof.engine import analyse_path
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # was: invalid value in cast
-        d = analyse_path(path, AnalysisConfig(), workers=1, progress=False).to_json()
+        return analyse_path(path, AnalysisConfig(), workers=1, progress=False)
+
+
+def _json(a) -> dict:
+    d = a.to_json()
     d["source"] = "h200-domino"
     return json.loads(json.dumps(d))
+
+
+def _doc(path: Path) -> dict:
+    return _json(_analysis(path))
 
 
 @functools.cache
@@ -38,9 +48,9 @@ def _s_doc() -> dict:
     return json.loads(_s_doc_json())
 
 
-def _without(doc: dict, topic_words: str) -> dict:
+def _without(doc: dict, notes: list[str]) -> dict:
     doc = dict(doc)
-    doc["notes"] = [n for n in doc["notes"] if topic_words not in n]
+    doc["notes"] = [n for n in doc["notes"] if n not in notes]
     return doc
 
 
@@ -103,14 +113,15 @@ def test_timestamps_in_ns_read_as_ns_with_a_note(tmp_path):
             out.append(e)
         return out
 
-    got = _doc(_patched_rewrite(tmp_path, to_ns))
+    a = _analysis(_patched_rewrite(tmp_path, to_ns))
+    got = _json(a)
     want = _s_doc()
-    notes = [n for n in got["notes"] if "written in ns" in n]
+    notes = notes_about(a.notes, "time_unit")
     assert notes == [
         "rank(s) [0, 1]: ts/dur written in ns, not the µs of Chrome traces (read as µs "
         "they would lie beyond the year 2100); read as ns"
     ]
-    assert _without(got, "written in ns") == want
+    assert _without(got, notes) == want
     assert got["totals"]["step_ms"] == want["totals"]["step_ms"] == pytest.approx(45.63, abs=0.01)
 
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rundirs import write_run_dir
 from test_check_cli import write_traces
 from test_output_errors import _one_line  # one line, exit 2, no traceback
 from typer.testing import CliRunner
@@ -309,8 +310,7 @@ def test_a_second_run_into_the_same_out_refuses_at_once(tmp_path):
         assert line.endswith("; wait for it to finish or give another --out")
         assert sorted(p.name for p in out.iterdir()) == [runs.LOCK_FILE]  # nothing spawned
         # --reanalyze of it refuses too, and readers say a run is in progress
-        (out / "run.json").write_text(json.dumps({"schema": "domino-prof/run",
-                                                  "status": "incomplete", "modes": {}}))  # fmt: skip
+        write_run_dir(out, {}, status="incomplete")
         line = _one_line(runner.invoke(app, ["run", "--reanalyze", str(out)]))
         assert f"--reanalyze {out}: a run is in progress there (pid {os.getpid()}" in line
         line = _one_line(runner.invoke(app, ["analyze", str(out)]))
@@ -464,8 +464,8 @@ def test_a_cpu_report_speaks_of_threads_and_cores(tmp_path):
 
 
 def test_a_gpu_report_keeps_its_words(tmp_path):
-    from domino_prof.engine import analyse_path
     from domino_prof.analysis import AnalysisConfig
+    from domino_prof.engine import analyse_path
     from domino_prof.report.page import render_report
 
     html = render_report(analyse_path(S / "domino", AnalysisConfig()))
@@ -496,10 +496,7 @@ def test_the_nocomm_section_says_in_one_line_why_it_is_empty(tmp_path):
     b.cpu("aten::mm", 10, 20)
     b.write(run / "nocomm" / "rank0.pt.trace.json")
     mode = {"step_ms": 1.0, "step_times_ms": [1.0], "tokens_per_s": 1.0, "losses": [1.0]}
-    (run / "run.json").write_text(json.dumps({
-        "schema": "domino-prof/run", "version": 1, "config": {"tp": 1},
-        "modes": {m: {**mode, "trace_dir": m} for m in ("tp", "nocomm")},
-    }))  # fmt: skip
+    write_run_dir(run, {m: mode for m in ("tp", "nocomm")}, config={"tp": 1})
     res = runner.invoke(app, ["report", str(run)])
     assert res.exit_code == 0, res.output
     html = (run / "report.html").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -14,38 +15,24 @@ import typer
 from domino_prof.commands._common import user_errors
 from domino_prof.errors import ConfigError, RunError
 from domino_prof.reference_model import modes as _modes
+from domino_prof.reference_model.config import RunConfig
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
 # --mode's choices: the registry's modes (reference_model/modes.py, torch-free) + all
 Mode = Enum("Mode", {n.replace("-", "_"): n for n in (*_modes.names(), "all")}, type=str)
 
 
-# Timed steps by default: 50 blocks of 4 per mode (stats.py: the interval is ranks 18
-# and 33 of 50 paired block ratios). On the tiny preset at tp 2 on the shared 2-core
-# machine (load 0.5-5.7) that was 86-90 s of timed steps for the five modes and
-# intervals of ±5.8-9.0% (README, the main job): short of ±5% under that load.
-DEFAULT_TIMED_STEPS = 200
-DEFAULT_BLOCK_STEPS = 4
-
-
-def _under_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ or (
-        "RANK" in os.environ
-        and "WORLD_SIZE" in os.environ
-        and "MASTER_ADDR" in os.environ
-        and "DOMINO_PROF_LAUNCHER" not in os.environ
-    )
-
-
-def _import_torch():
-    try:
-        import torch
-    except ImportError:
-        raise ConfigError(
-            "`domino-prof run` needs PyTorch: pip install 'torch==2.13.0' "
-            "--index-url https://download.pytorch.org/whl/cpu (CPU) or a CUDA "
-            "build; analysing traces does not need it"
-        ) from None
-    return torch
+def _opt(name: str, *flags: str, **kw) -> typer.models.OptionInfo:
+    """The option of RunConfig's field ``name``: the flag, help text and default the field
+    declares (config.py), ``flags`` added after its flag (short forms); a bool field's
+    flag has its --no- form."""
+    f = _FIELDS[name]
+    default = f.metadata.get("cli_default", f.default)
+    flag = f.metadata["flag"]
+    if isinstance(default, bool):
+        flag = f"{flag}/--no-{flag.removeprefix('--')}"
+    return typer.Option(default, flag, *flags, help=f.metadata["help"], **kw)
 
 
 def _check_out(out: Path) -> None:
@@ -65,11 +52,6 @@ def _positive(value: float) -> float:
     if value is not None and not value > 0:
         raise typer.BadParameter(f"{value:g} s would stop the ranks at once; give seconds > 0")
     return value
-
-
-def _visible_gpus(torch) -> int:
-    """CUDA GPUs this process sees (a function of its own so tests can stand in one)."""
-    return torch.cuda.device_count()
 
 
 def print_comparison(run: dict) -> None:
@@ -98,38 +80,20 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
     def run(
-        tp: int = typer.Option(2, help="Tensor-parallel ranks (processes)."),
-        seq: int = typer.Option(0, help="Sequence length (0: 128 for tiny, else 4096)."),
-        model: str = typer.Option(
-            "auto",
-            help="tiny, llama3-1b, llama3-3b, llama3-8b, llama3-70b (auto: tiny on CPU, "
-            "llama3-3b on CUDA).",
-        ),
-        mode: Mode = typer.Option(
-            Mode.all,
-            help=f"{', '.join(_modes.names())}, or all of them back to back in one "
-            "process group.",
-        ),
-        splits: int = typer.Option(2, help="Domino micro-batches per batch."),
-        mbs: int = typer.Option(2, help="Sequences per batch (split into --splits)."),
+        tp: int = _opt("tp"),
+        seq: int = _opt("seq"),
+        model: str = _opt("model"),
+        mode: Mode = _opt("modes"),
+        splits: int = _opt("splits"),
+        mbs: int = _opt("mbs"),
         layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
-        steps: int = typer.Option(
-            DEFAULT_TIMED_STEPS,
-            help="Timed steps per mode (after warm-up), in blocks of --block-steps.",
-        ),
-        block_steps: int = typer.Option(
-            DEFAULT_BLOCK_STEPS,
-            help="Timed steps per block: each block's median is one sample of the 95% "
-            "intervals; on CPU the modes take turns block by block.",
-        ),
-        warmup: int = typer.Option(2, help="Warm-up steps per mode."),
-        profile_steps: int = typer.Option(2, help="Profiled steps per mode."),
-        device: str = typer.Option("auto", help="cuda, cpu, or auto."),
-        dtype: str = typer.Option("auto", help="float32 or bfloat16 (auto: bf16 on CUDA)."),
-        data: Path = typer.Option(
-            None,
-            help="Token file (.npy ints or .bin uint16); default: synthetic deterministic tokens.",
-        ),
+        timed_steps: int = _opt("timed_steps"),
+        block_steps: int = _opt("block_steps"),
+        warmup_steps: int = _opt("warmup_steps"),
+        profile_steps: int = _opt("profile_steps"),
+        device: str = _opt("device"),
+        dtype: str = _opt("dtype"),
+        data: Path = _opt("data"),
         out: Path = typer.Option(
             None,
             "-o",
@@ -138,37 +102,15 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Run directory to write [default: runs/<time>-<model>-tp<N>].",
         ),
-        timeout: float = typer.Option(
-            900.0, callback=_positive, help="Seconds before hung ranks are killed (> 0)."
-        ),
-        seed: int = typer.Option(1234),
-        cuda_graphs: bool = typer.Option(
-            False,
-            help="Replay every schedule segment as a CUDA graph (one shared memory pool; "
-            "CUDA only).",
-        ),
-        compile: bool = typer.Option(False, help="torch.compile every schedule segment."),
-        high_priority_comm: bool = typer.Option(
-            False, help="Run NCCL collectives on a high-priority CUDA stream."
-        ),
-        attention: str = typer.Option(
-            "auto",
-            help="Fused attention kernel on CUDA (bf16): flash, cudnn, or auto (cuDNN on "
-            "Hopper, else flash).",
-        ),
-        comm: str = typer.Option(
-            "auto",
-            help="Collectives: nccl (one process per GPU), gloo (CPU), or emulate (ONE "
-            "process on one GPU runs rank 0's shard of --tp R; every collective is an "
-            "emulated kernel timed by --comm-profile; docs/EMULATION.md). auto: nccl on "
-            "CUDA, gloo on CPU.",
-        ),
-        comm_profile: str = typer.Option(
-            None,
-            metavar="NAME|FILE",
-            help="--comm emulate's comm profile: a shipped one (h200-nvlink-tp2, -tp4, "
-            "-tp8) or a JSON file from `domino-prof calibrate` [default: h200-nvlink-tp<R>].",
-        ),
+        timeout_s: float = _opt("timeout_s", callback=_positive),
+        seed: int = _opt("seed"),
+        lr: float = _opt("lr"),
+        cuda_graphs: bool = _opt("cuda_graphs"),
+        compile: bool = _opt("compile"),
+        high_priority_comm: bool = _opt("high_priority_comm"),
+        attention: str = _opt("attention"),
+        comm: str = _opt("comm"),
+        comm_profile: str = _opt("comm_profile", metavar="NAME|FILE"),
         analyze: bool = typer.Option(True, help="Analyse traces and write report.html."),
         reanalyze: Path = typer.Option(
             None,
@@ -189,47 +131,23 @@ def register(app: typer.Typer) -> None:
             for note in result.get("notes", []):  # e.g. what an interrupted run lacks
                 print(f"note: {note}", file=sys.stderr)
             return
-        from domino_prof.reference_model.config import RunConfig, preset
+        from domino_prof.reference_model import launcher
 
-        torch = _import_torch()
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device == "cuda":
-            n_gpu = _visible_gpus(torch)
-            if n_gpu == 0:
-                raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu")
-            if not _under_torchrun() and comm != "emulate" and tp > n_gpu:
-                raise ConfigError(
-                    f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; run rank 0's "
-                    f"shard on one GPU with emulated collectives (--comm emulate), lower "
-                    f"--tp, or use --device cpu"
-                )
-        name = model if model != "auto" else ("llama3-3b" if device == "cuda" else "tiny")
-        mcfg = preset(name, layers=layers or None)
-        modes = _modes.names() if mode is Mode.all else (mode.value,)
-        cfg = RunConfig(
-            model=mcfg,
-            tp=tp,
-            seq=seq or (128 if name == "tiny" else 4096),
-            mbs=mbs,
-            splits=splits,
-            modes=modes,
-            device=device,
-            dtype=dtype if dtype != "auto" else ("bfloat16" if device == "cuda" else "float32"),
-            warmup_steps=warmup,
-            timed_steps=steps,
-            block_steps=block_steps,
-            profile_steps=profile_steps,
-            seed=seed,
-            data=str(data) if data else None,
-            timeout_s=timeout,
-            cuda_graphs=cuda_graphs,
-            compile=compile,
-            high_priority_comm=high_priority_comm,
-            attention=attention,
-            comm=comm,
-            comm_profile=comm_profile or "",
-        ).validate()
+        options = {  # RunConfig's fields (from_options resolves model, layers and "auto")
+            "model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,
+            "splits": splits, "modes": _modes.names() if mode is Mode.all else (mode.value,),
+            "dtype": dtype, "warmup_steps": warmup_steps, "timed_steps": timed_steps,
+            "block_steps": block_steps, "profile_steps": profile_steps, "seed": seed, "lr": lr,
+            "data": str(data) if data else None, "timeout_s": timeout_s,
+            "cuda_graphs": cuda_graphs, "compile": compile,
+            "high_priority_comm": high_priority_comm, "attention": attention, "comm": comm,
+            "comm_profile": comm_profile or "",
+        }  # fmt: skip
+        # the flags first, before torch is imported (a mistake costs no torch start-up)
+        cfg = RunConfig.check_options(device=device, **options)
+        device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
+        if cfg is None:  # --device auto: the config of the device torch found
+            cfg = RunConfig.from_options(device=device, **options)
         if cfg.emulated:  # the emulated collectives are Triton kernels (reference_model.emulate)
             import importlib.util
 
@@ -239,12 +157,10 @@ def register(app: typer.Typer) -> None:
                     "with torch's CUDA wheels: pip install triton"
                 )
         if data is not None:  # before any rank starts: what train.TokenSource can read
-            from domino_prof.reference_model.launcher import check_data
-
-            check_data(data, mbs=cfg.mbs, seq=cfg.seq)
+            launcher.check_data(data, mbs=cfg.mbs, seq=cfg.seq)
         if out is None:
             out = Path("runs") / (
-                f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-tp{tp}"
+                f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.model.name}-tp{tp}"
                 f"{'-emulated' if cfg.emulated else ''}"
             )
         _check_out(out)
@@ -259,7 +175,7 @@ def register(app: typer.Typer) -> None:
 
         # the run directory's life (runs.claim): locked against a second run, run.json
         # "incomplete" first, temp files removed however it ends; rank 0 holds it
-        torchrun = _under_torchrun()
+        torchrun = launcher.under_torchrun()
         rank0 = not torchrun or int(os.environ.get("RANK", "0")) == 0
         held = runs.claim(out, run_json=runs.incomplete_run(cfg)) if rank0 else nullcontext()
         with held:
@@ -275,8 +191,6 @@ def register(app: typer.Typer) -> None:
                     if not rank0:
                         return
                 else:
-                    from domino_prof.reference_model import launcher
-
                     launcher.spawn_ranks(cfg, out)
                 result = runs.assemble(cfg, out, analyze=analyze)
             except KeyboardInterrupt:

@@ -5,7 +5,8 @@ No torch import here, so the CLI can validate flags before spawning anything.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import functools
+from dataclasses import MISSING, asdict, dataclass, field, replace
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model import modes
@@ -186,6 +187,31 @@ def check_profile(cfg: RunConfig) -> str:
     return name if name in SHIPPED else str(Path(name).resolve())
 
 
+def _loaded_profile(name: str):
+    """``load_profile(name)``, loaded once per shipped name or per file (its absolute path
+    and modification time: a file rewritten in place is read again); comm_info is asked
+    for every mode and step header of a run."""
+    from pathlib import Path
+
+    from domino_prof.emulation.profile import SHIPPED, load_profile
+
+    if name in SHIPPED:
+        return _profile_cached(name, 0)
+    p = Path(name).resolve()
+    try:
+        stamp = p.stat().st_mtime_ns
+    except OSError:
+        return load_profile(name)  # missing: its ConfigError line, naming the path given
+    return _profile_cached(str(p), stamp)
+
+
+@functools.lru_cache(maxsize=32)
+def _profile_cached(name: str, stamp: int):  # stamp: only part of the cache key
+    from domino_prof.emulation.profile import load_profile
+
+    return load_profile(name)
+
+
 def comm_info(cfg: RunConfig) -> dict:
     """run.json's top-level ``comm`` block: ``kind`` (nccl | gloo | emulated), the
     profile's ``name`` and ``file`` (emulated; else None) and the ``label`` every number
@@ -193,9 +219,9 @@ def comm_info(cfg: RunConfig) -> dict:
     kind = cfg.backend
     if kind != "emulate":
         return {"kind": kind, "profile": None, "profile_file": None, "label": kind}
-    from domino_prof.emulation.profile import SHIPPED, load_profile
+    from domino_prof.emulation.profile import SHIPPED
 
-    prof = load_profile(cfg.comm_profile or default_profile(cfg.tp))
+    prof = _loaded_profile(cfg.comm_profile or default_profile(cfg.tp))
     return {
         "kind": "emulated",
         "profile": prof.name,
@@ -207,37 +233,122 @@ def comm_info(cfg: RunConfig) -> dict:
     }
 
 
+AUTO = "auto"  # an option chosen by the machine or by other options (RunConfig.from_options)
+
+
+def _option(flag: str, help: str, *, cli_default: object = MISSING) -> dict:
+    """A RunConfig field's `run` option: its flag and help text, and, where the option's
+    default is a symbolic one resolved when the config is built ("auto", "all"), that
+    default (else the field's own default is the option's)."""
+    meta: dict = {"flag": flag, "help": help}
+    if cli_default is not MISSING:
+        meta["cli_default"] = cli_default
+    return meta
+
+
+def _field(default: object, flag: str, help: str, **kw) -> object:
+    return field(default=default, metadata=_option(flag, help, **kw))
+
+
+# Timed steps by default: 50 blocks of 4 per mode (stats.py: the interval is ranks 18
+# and 33 of 50 paired block ratios). On the tiny preset at tp 2 on the shared 2-core
+# machine (load 0.5-5.7) that was 86-90 s of timed steps for the five modes and
+# intervals of ±5.8-9.0% (README, the main job): short of ±5% under that load.
+DEFAULT_TIMED_STEPS = 200
+DEFAULT_BLOCK_STEPS = 4
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """Everything one `domino-prof run` needs; validated before any process starts."""
+    """Everything one `domino-prof run` needs; validated before any process starts.
 
-    model: ModelConfig
-    tp: int = 2
-    seq: int = 128
-    mbs: int = 2
-    splits: int = 2
-    modes: tuple[str, ...] = ("domino",)
-    device: str = "cpu"
-    dtype: str = "float32"
-    warmup_steps: int = 2
-    timed_steps: int = 3
-    block_steps: int = 4  # timed steps per block (stats.py; modes interleave by block on CPU)
-    profile_steps: int = 2
-    seed: int = 1234
-    lr: float = 1e-4
-    data: str | None = None
-    timeout_s: float = 900.0
-    cuda_graphs: bool = False
-    compile: bool = False  # torch.compile every schedule segment
-    high_priority_comm: bool = False  # NCCL collectives on a high-priority CUDA stream
-    attention: str = "auto"  # fused attention kernel on CUDA: auto | flash | cudnn
+    Each field is one `run` option: its flag, help text and default live here (the
+    field's metadata, read by commands/run.py), so the command is a mapping from options
+    to fields; ``from_options`` builds and validates a config from them. ``seq`` 0 and
+    ``dtype`` "auto" resolve when the config is built (by the model and the device)."""
+
+    model: ModelConfig = field(metadata=_option(
+        "--model", f"{', '.join(PRESETS)} (auto: tiny on CPU, llama3-3b on CUDA).",
+        cli_default=AUTO))  # fmt: skip
+    tp: int = _field(2, "--tp", "Tensor-parallel ranks (processes).")
+    seq: int = _field(0, "--seq", "Sequence length (0: 128 for tiny, else 4096).")
+    mbs: int = _field(2, "--mbs", "Sequences per batch (split into --splits).")
+    splits: int = _field(2, "--splits", "Domino micro-batches per batch.")
+    modes: tuple[str, ...] = _field(MODES, "--mode", f"{', '.join(MODES)}, or all of them back "
+                                    "to back in one process group.", cli_default="all")
+    device: str = _field("cpu", "--device", "cuda, cpu, or auto.", cli_default=AUTO)
+    dtype: str = _field(AUTO, "--dtype", "float32 or bfloat16 (auto: bf16 on CUDA).")
+    warmup_steps: int = _field(2, "--warmup", "Warm-up steps per mode.")
+    timed_steps: int = _field(DEFAULT_TIMED_STEPS, "--steps", "Timed steps per mode (after "
+                              "warm-up), in blocks of --block-steps.")  # fmt: skip
+    # timed steps per block (stats.py; modes interleave by block on CPU)
+    block_steps: int = _field(DEFAULT_BLOCK_STEPS, "--block-steps", "Timed steps per block: "
+                              "each block's median is one sample of the 95% intervals; on CPU "
+                              "the modes take turns block by block.")  # fmt: skip
+    profile_steps: int = _field(2, "--profile-steps", "Profiled steps per mode.")
+    seed: int = _field(1234, "--seed", "Seed of the weights and the synthetic tokens.")
+    lr: float = _field(1e-4, "--lr", "AdamW learning rate.")
+    data: str | None = _field(None, "--data", "Token file (.npy ints or .bin uint16); default: "
+                              "synthetic deterministic tokens.")  # fmt: skip
+    timeout_s: float = _field(900.0, "--timeout", "Seconds before hung ranks are killed (> 0).")
+    cuda_graphs: bool = _field(False, "--cuda-graphs", "Replay every schedule segment as a CUDA "
+                               "graph (one shared memory pool; CUDA only).")  # fmt: skip
+    compile: bool = _field(False, "--compile", "torch.compile every schedule segment.")
+    high_priority_comm: bool = _field(False, "--high-priority-comm", "Run NCCL collectives on "
+                                      "a high-priority CUDA stream.")  # fmt: skip
+    attention: str = _field(AUTO, "--attention", "Fused attention kernel on CUDA (bf16): flash, "
+                            "cudnn, or auto (cuDNN on Hopper, else flash).")  # fmt: skip
     # the collectives (run --comm): nccl | gloo | emulate; "auto" = nccl on CUDA, gloo on
     # CPU (validate() resolves it). emulate: ONE process runs rank 0's shard of tp R and
     # every collective is an emulated kernel timed by a comm profile (docs/EMULATION.md)
-    comm: str = "auto"
+    comm: str = _field(AUTO, "--comm", "Collectives: nccl (one process per GPU), gloo (CPU), "
+                       "or emulate (ONE process on one GPU runs rank 0's shard of --tp R; every "
+                       "collective is an emulated kernel timed by --comm-profile; "
+                       "docs/EMULATION.md). auto: nccl on CUDA, gloo on CPU.")  # fmt: skip
     # --comm emulate: a shipped profile's name or a profile file (validate() resolves ""
     # to the shipped h200-nvlink-tp{R} and a file to its absolute path)
-    comm_profile: str = ""
+    comm_profile: str = _field("", "--comm-profile", "--comm emulate's comm profile: a shipped "
+                               "one (h200-nvlink-tp2, -tp4, -tp8) or a JSON file from "
+                               "`domino-prof calibrate` [default: h200-nvlink-tp<R>].",
+                               cli_default=None)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        # the defaults that follow other fields, resolved where the config is built
+        if self.seq == 0:
+            object.__setattr__(self, "seq", 128 if self.model.name == "tiny" else 4096)
+        if self.dtype == AUTO:
+            object.__setattr__(self, "dtype", "bfloat16" if self.device == "cuda" else "float32")
+
+    @classmethod
+    def from_options(cls, *, device: str, model: str = AUTO, layers: int = 0,
+                     **fields: object) -> RunConfig:  # fmt: skip
+        """`run`'s options as a validated config on ``device`` (cpu or cuda; "auto" is
+        the launcher's to resolve: ``launcher.resolve_device``): ``model`` a preset name
+        or "auto" (llama3-3b on CUDA, tiny on CPU), cut to ``layers`` (0: the preset's);
+        every other option is the field of its name. A ConfigError line on the first
+        problem."""
+        name = model if model != AUTO else ("llama3-3b" if device == "cuda" else "tiny")
+        mcfg = preset(name, layers=layers or None)
+        return cls(model=mcfg, device=device, **fields).validate()  # type: ignore[arg-type]
+
+    @classmethod
+    def check_options(cls, *, device: str, **options: object) -> RunConfig | None:
+        """The options checked before torch is imported: the validated config when
+        ``device`` names one; under "auto" (known once torch looks for a GPU) None, or
+        the ConfigError that both devices give (a mistake on any machine). A mistake
+        whose wording depends on the device is left to ``from_options`` once the device
+        is known, so each message is the one the resolved device gives."""
+        if device != AUTO:
+            return cls.from_options(device=device, **options)
+        errors: list[ConfigError] = []
+        for d in ("cpu", "cuda"):
+            try:
+                cls.from_options(device=d, **options)
+            except ConfigError as e:
+                errors.append(e)
+        if len(errors) == 2 and str(errors[0]) == str(errors[1]):
+            raise errors[0]
+        return None
 
     @property
     def backend(self) -> str:

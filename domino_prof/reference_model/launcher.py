@@ -20,11 +20,61 @@ import sys
 import time
 from pathlib import Path
 
-from domino_prof.errors import RunError
+from domino_prof.errors import ConfigError, RunError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model.config import RunConfig
 
 EXIT_MESSAGES = {3: "ran out of memory", 4: "rejected the configuration"}
+
+
+def under_torchrun() -> bool:
+    """Whether torchrun started this process (it then runs the worker in place)."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or (
+        "RANK" in os.environ
+        and "WORLD_SIZE" in os.environ
+        and "MASTER_ADDR" in os.environ
+        and "DOMINO_PROF_LAUNCHER" not in os.environ
+    )
+
+
+def import_torch():
+    """torch, or a ConfigError line with the install hint (only `run` needs torch)."""
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError(
+            "`domino-prof run` needs PyTorch: pip install 'torch==2.13.0' "
+            "--index-url https://download.pytorch.org/whl/cpu (CPU) or a CUDA "
+            "build; analysing traces does not need it"
+        ) from None
+    return torch
+
+
+def _visible_gpus(torch) -> int:
+    """CUDA GPUs this process sees (a function of its own so tests can stand in one)."""
+    return torch.cuda.device_count()
+
+
+def resolve_device(device: str, *, tp: int, emulated: bool) -> str:
+    """``run --device`` on this machine, the one place torch is first imported for a run:
+    "auto" is cuda when torch sees a GPU, else cpu; cuda needs a visible GPU, and, unless
+    the collectives are emulated (one process) or torchrun placed the ranks, one GPU per
+    tp rank. A ConfigError line otherwise; other values pass through (RunConfig names
+    them)."""
+    torch = import_torch()
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        n_gpu = _visible_gpus(torch)
+        if n_gpu == 0:
+            raise ConfigError("--device cuda but no CUDA GPU is visible; use --device cpu")
+        if not under_torchrun() and not emulated and tp > n_gpu:
+            raise ConfigError(
+                f"--tp {tp} needs {tp} GPUs but {n_gpu} are visible; run rank 0's "
+                f"shard on one GPU with emulated collectives (--comm emulate), lower "
+                f"--tp, or use --device cpu"
+            )
+    return device
 
 
 def check_data(path: Path, *, mbs: int, seq: int) -> None:
@@ -33,8 +83,6 @@ def check_data(path: Path, *, mbs: int, seq: int) -> None:
     least one batch (``mbs × (seq + 1)`` tokens). ConfigError naming the file and what
     it must be (a JSON file read as uint16 crashed a rank with a reshape error)."""
     import numpy as np
-
-    from domino_prof.errors import ConfigError
 
     must = "a .npy 1-D integer array (numpy.save) or .bin raw uint16 tokens"
     if not path.is_file():

@@ -470,4 +470,4 @@ def _parse_streaming(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed |
     return _finish(path_s, meta, parts)
 
 
-_parse_in_chunks = _parse_streaming  # the name tests/test_loader.py calls
+_parse_in_chunks = _parse_streaming  # the name tests/test_trace_chunked.py calls

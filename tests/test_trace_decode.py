@@ -1,7 +1,10 @@
-"""domino_prof.trace.load_trace: format variants, directories, exact ns, bad input.
+"""Decoding one file (domino_prof.trace.decode): values, dtypes, metadata, exact ns
+timestamps, odd values, and agreement with an independent stdlib ``json`` + ``Decimal``
+decode on generated and real traces.
 
 Expected values are worked by hand from the tiny traces built here (arithmetic in
-comments) or computed independently with the stdlib ``json`` + ``Decimal``.
+comments) or computed independently with the stdlib ``json`` + ``Decimal`` (moved from
+tests/test_loader.py, unchanged).
 """
 
 from __future__ import annotations
@@ -16,62 +19,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from gloo_job import run_job
+from trace_checks import (
+    BASE,
+    REPO,
+    _raw_trace,
+    _x,
+    assert_schema,
+    rows,
+    small_trace,
+)
 from tracegen import MAIN_PID, MAIN_TID, TraceBuilder
 
-from domino_prof.errors import ConfigError, TraceError
+from domino_prof.errors import TraceError
 from domino_prof.trace import load_trace
-from domino_prof.trace.schema import EVENT_COLUMNS, INT_COLUMNS, empty_events
-
-BASE = 1_790_000_000_000_000_000  # tracegen's default baseTimeNanoseconds
-REPO = Path(__file__).resolve().parents[1]
-
-
-def small_trace(rank: int = 0, world_size: int = 2, **kw) -> TraceBuilder:
-    """Step 0..100 µs; an annotation; a gemm (stream 7) and an nccl kernel (stream 13)."""
-    b = TraceBuilder(rank=rank, world_size=world_size, **kw)
-    b.step(1, 0, 100)  # ts 0, dur 100 µs
-    b.annotation("fwd.layer_attn_0_batch_0", 1, 50)  # ts 1 µs, dur 50 µs
-    b.kernel("sm90_gemm", stream=7, start=10.001, dur=20.0005, launch=2)  # corr 1001
-    b.kernel(
-        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-        stream=13,
-        start=15,
-        dur=10,
-        launch=3,
-        **{
-            "Collective name": "allreduce",
-            "In msg nelems": 4096,
-            "Group size": 2,
-            "Seq": 7,
-            "Process Group Name": "0",
-        },
-    )  # corr 1002; fmt: skip
-    b.thread_name(MAIN_TID, "thread 4242 (python)")
-    b.events.append({"ph": "M", "name": "process_name", "pid": MAIN_PID, "tid": 0, "ts": 0,
-                     "args": {"name": "python"}})  # fmt: skip
-    return b
-
-
-def assert_schema(df: pd.DataFrame) -> None:
-    assert tuple(df.columns) == EVENT_COLUMNS
-    ref = empty_events()
-    for col in EVENT_COLUMNS:
-        if col in INT_COLUMNS:
-            assert df[col].dtype == np.dtype(INT_COLUMNS[col]), col
-        else:
-            assert isinstance(df[col].dtype, pd.CategoricalDtype), col
-            assert df[col].cat.categories.dtype == ref[col].cat.categories.dtype, col
-    order = np.lexsort((df["ts"].to_numpy(), df["rank"].to_numpy()))
-    assert (order == np.arange(len(df))).all(), "rows not sorted by (rank, ts)"
-
-
-def rows(df: pd.DataFrame, *cols: str) -> list[tuple]:
-    return [tuple(r) for r in df[list(cols)].astype(object).itertuples(index=False)]
-
-
-# --------------------------------------------------------------------------- #
-# One file: values, dtypes, metadata                                           #
-# --------------------------------------------------------------------------- #
 
 
 def test_single_file_exact_rows(tmp_path):
@@ -192,24 +152,6 @@ def test_cuda_sync_stream_wait_args(tmp_path):
     ]  # fmt: skip
 
 
-# --------------------------------------------------------------------------- #
-# Timestamps: nanoseconds exactly                                              #
-# --------------------------------------------------------------------------- #
-
-
-def _raw_trace(path: Path, events: list[str], *, base: int | None, rank: int = 0) -> Path:
-    """A trace whose event JSON is written verbatim (exact decimal text)."""
-    head = f'{{"distributedInfo": {{"rank": {rank}, "world_size": 1}}, '
-    if base is not None:
-        head += f'"baseTimeNanoseconds": {base}, '
-    path.write_text(head + '"traceEvents": [' + ", ".join(events) + "]}")
-    return path
-
-
-def _x(name: str, ts: str, dur: str = "1") -> str:
-    return f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
-
-
 def test_absolute_ts_without_base_ns_exact(tmp_path):
     # older traces: absolute µs, no baseTimeNanoseconds. 1790000000123.456 µs is
     # 1790000000123456 ns; .0005 µs durations round half to even (0.5 ns -> 0, 1.5 -> 2).
@@ -278,208 +220,6 @@ def test_random_ts_match_decimal_reference(tmp_path):
         assert got[f"e{i}"] == want, s
 
 
-# --------------------------------------------------------------------------- #
-# Directories and ranks                                                        #
-# --------------------------------------------------------------------------- #
-
-
-def test_directory_of_ranks_json_and_gz(tmp_path):
-    small_trace(rank=0).write(tmp_path / "rank0.pt.trace.json")
-    b1 = small_trace(rank=1)
-    b1.kernel("late_kernel", stream=7, start=5, dur=1)  # sorts before the gemm on rank 1
-    b1.write(tmp_path / "rank1.pt.trace.json.gz")
-    t = load_trace(tmp_path)
-    assert_schema(t.events)
-    assert t.rank_ids == [0, 1]
-    assert t.events["rank"].tolist() == [0] * 6 + [1] * 7
-    r1 = t.events[t.events["rank"] == 1]
-    # rank 1 order by ts (µs): step 0, annot 1, launch 2, launch 3, late_kernel 5, gemm 10.001, nccl 15
-    assert r1["name"].astype(str).tolist() == [
-        "ProfilerStep#1", "fwd.layer_attn_0_batch_0", "cudaLaunchKernel", "cudaLaunchKernel",
-        "late_kernel", "sm90_gemm", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
-    ]  # fmt: skip
-    assert t.ranks[1].path.endswith("rank1.pt.trace.json.gz")
-    # categories are the union over ranks
-    assert "late_kernel" in t.events["name"].cat.categories
-
-
-def test_pool_matches_in_process(tmp_path):
-    for r in range(3):
-        small_trace(rank=r, world_size=3).write(tmp_path / f"rank{r}.json")
-    serial = load_trace(tmp_path, workers=1)
-    pooled = load_trace(tmp_path, workers=2)
-    pd.testing.assert_frame_equal(serial.events, pooled.events)
-    assert serial.ranks == pooled.ranks
-
-
-def test_nested_run_directory_duplicate_ranks_then_one_mode(tmp_path):
-    run = tmp_path / "run"
-    for mode in ("tp", "domino"):
-        (run / mode).mkdir(parents=True)
-        for r in range(2):
-            small_trace(rank=r).write(run / mode / f"rank{r}.pt.trace.json.gz")
-    (run / "run.json").write_text('{"schema": "domino-prof/run"}')
-    (run / "tp" / "analysis.json").write_text('{"schema": "domino-prof/analysis"}')
-    with pytest.raises(TraceError) as e:
-        load_trace(run)
-    msg = str(e.value)
-    assert "two files claim rank 0" in msg
-    assert str(run / "domino" / "rank0.pt.trace.json.gz") in msg
-    assert str(run / "tp" / "rank0.pt.trace.json.gz") in msg
-    assert "subdirectory" in msg
-    t = load_trace(run / "tp")  # analysis.json beside the traces is not a trace
-    assert t.rank_ids == [0, 1] and t.skipped == []
-
-
-def test_plain_json_directory_skips_own_outputs(tmp_path):
-    small_trace(rank=0).write(tmp_path / "r0.json")
-    (tmp_path / "deep" / "er").mkdir(parents=True)
-    small_trace(rank=1).write(tmp_path / "deep" / "er" / "r1.json.gz")
-    (tmp_path / "analysis.json").write_text("{}")
-    (tmp_path / "run.json").write_text("{}")
-    assert load_trace(tmp_path).rank_ids == [0, 1]
-
-
-@pytest.mark.parametrize("name,rank", [("rank3.json", 3), ("trace_rank-3.json", 3),
-                                       ("worker.rank_12.pt.trace.json", 12)])  # fmt: skip
-def test_rank_from_file_name(tmp_path, name, rank):
-    small_trace(include_dist_info=False).write(tmp_path / name)
-    t = load_trace(tmp_path / name)
-    assert t.rank_ids == [rank] and set(t.events["rank"]) == {rank}
-
-
-def test_rank_argument_for_single_file(tmp_path):
-    p = small_trace(include_dist_info=False).write(tmp_path / "trace.json")
-    assert load_trace(p, rank=4).rank_ids == [4]
-    # the file's own rank must agree with the argument
-    q = small_trace(rank=1).write(tmp_path / "other.json")
-    with pytest.raises(TraceError, match="distributedInfo.rank is 1 but rank=2"):
-        load_trace(q, rank=2)
-    assert load_trace(q, rank=1).rank_ids == [1]
-    with pytest.raises(ConfigError, match="single trace file"):
-        load_trace(tmp_path, rank=1)
-
-
-@pytest.mark.parametrize("name", ["trace.json", "rank1_rank2.json", "ranking.json"])
-def test_missing_rank_is_an_error(tmp_path, name):
-    p = small_trace(include_dist_info=False).write(tmp_path / name)
-    with pytest.raises(TraceError) as e:
-        load_trace(p)
-    msg = str(e.value)
-    assert str(p) in msg and "no distributedInfo.rank" in msg and "rank=N" in msg
-
-
-# --------------------------------------------------------------------------- #
-# Bad input                                                                    #
-# --------------------------------------------------------------------------- #
-
-
-def _bad(tmp_path: Path, kind: str) -> Path:
-    good = json.dumps(small_trace().to_dict()).encode()
-    p = tmp_path / ("rank0.json.gz" if kind == "truncated_gz" else "rank0.json")
-    if kind == "truncated_gz":
-        p.write_bytes(gzip.compress(good)[:-40])
-    elif kind == "invalid_json":
-        # '{"schemaVersion": 1, ' is 21 bytes: the '@' lands at byte 21
-        assert good.index(b'"deviceProperties"') == 21
-        p.write_bytes(good[:21] + b"@" + good[21:])
-    elif kind == "truncated_json":
-        p.write_bytes(good[: len(good) // 2])
-    elif kind == "empty":
-        p.write_bytes(b"")
-    elif kind == "no_trace_events":
-        p.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": 0}}')
-    elif kind == "not_a_trace":
-        p.write_text('"just a string"')
-    elif kind == "our_analysis":  # `analyze -o x.json` output passed where a trace goes
-        p.write_text('{"schema": "domino-prof/analysis", "version": 2, "by_rank": {}}')
-    return p
-
-
-BAD = {
-    # kind: (words in the problem, words in the fix)
-    "truncated_gz": ("truncated gzip", "re-copy the file or re-export"),
-    "invalid_json": ("invalid JSON at byte 21 (line 1)", "re-export it"),
-    "truncated_json": ("ends early (truncated)", "re-export"),
-    "empty": ("empty file", "re-export"),
-    "no_trace_events": ("no 'traceEvents' list", "export_chrome_trace"),
-    "not_a_trace": ("not an object", "Chrome trace"),
-    "our_analysis": ("a domino-prof analysis document, not a profiler trace", "run directory"),
-}
-
-
-@pytest.mark.parametrize("kind", sorted(BAD))
-def test_bad_file(tmp_path, kind):
-    p = _bad(tmp_path, kind)
-    with pytest.raises(TraceError) as e:
-        load_trace(p)
-    problem, fix = BAD[kind]
-    msg = str(e.value)
-    assert msg.startswith(f"{p}: ") and problem in msg and fix in msg, msg
-    assert "\n" not in msg
-    assert e.value.path == str(p)
-
-
-def test_nonexistent_path(tmp_path):
-    with pytest.raises(TraceError, match=r"nope\.json: no such file or directory; check the path"):
-        load_trace(tmp_path / "nope.json")
-
-
-def test_unreadable_file(tmp_path, monkeypatch):
-    p = small_trace().write(tmp_path / "rank0.json")
-
-    def denied(self):
-        raise PermissionError(13, "Permission denied")
-
-    # chmod 000 does not stop root (CI containers), so deny the read itself
-    monkeypatch.setattr(Path, "read_bytes", denied)
-    with pytest.raises(TraceError) as e:
-        load_trace(p)
-    assert str(e.value) == f"{p}: permission denied; make the file readable (chmod +r)"
-
-
-def test_directory_without_traces(tmp_path):
-    (tmp_path / "notes.txt").write_text("hi")
-    (tmp_path / "analysis.json").write_text("{}")
-    with pytest.raises(TraceError) as e:
-        load_trace(tmp_path)
-    assert str(tmp_path) in str(e.value) and "no trace files" in str(e.value)
-
-
-def test_bad_file_in_directory_names_it_and_suggests_skip_bad(tmp_path):
-    small_trace(rank=1).write(tmp_path / "rank1.json")
-    bad = _bad(tmp_path, "truncated_gz")
-    with pytest.raises(TraceError) as e:
-        load_trace(tmp_path)
-    assert str(e.value).startswith(f"{bad}: truncated gzip") and "--skip-bad" in str(e.value)
-
-
-def test_skip_bad_keeps_good_ranks(tmp_path):
-    small_trace(rank=1).write(tmp_path / "rank1.json")
-    bad = _bad(tmp_path, "invalid_json")
-    empty = tmp_path / "rank2.json"
-    empty.write_bytes(b"")
-    t = load_trace(tmp_path, skip_bad=True)
-    assert t.rank_ids == [1] and len(t.events) == 6
-    assert sorted(t.skipped) == sorted([
-        (str(bad), "invalid JSON at byte 21 (line 1): object keys must be strings"),
-        (str(empty), "empty file"),
-    ])  # fmt: skip
-
-
-def test_skip_bad_with_nothing_good_left(tmp_path):
-    _bad(tmp_path, "empty")
-    with pytest.raises(TraceError, match="no loadable trace file .1 bad; first: .*empty file"):
-        load_trace(tmp_path, skip_bad=True)
-
-
-def test_duplicate_ranks_not_skipped(tmp_path):
-    small_trace(rank=0).write(tmp_path / "a.json")
-    small_trace(rank=0).write(tmp_path / "b.json")
-    with pytest.raises(TraceError, match="two files claim rank 0: .*a.json and .*b.json"):
-        load_trace(tmp_path, skip_bad=True)
-
-
 def test_wrongly_typed_values_are_coerced_or_dropped(tmp_path):
     b = small_trace()
     b.events[0]["args"]["External id"] = "12"  # string number -> 12
@@ -503,25 +243,14 @@ def test_bare_event_array_format(tmp_path):
     assert rows(t.events, "rank", "name", "ts", "dur") == [(2, "a", 1_500, 2_000)]
 
 
-def test_progress_off_prints_nothing_and_on_works(tmp_path, capfd):
-    p = small_trace().write(tmp_path / "rank0.json")
-    load_trace(p, progress=False)
-    load_trace(p)  # small: silent by default
-    assert capfd.readouterr().err == ""
-    assert len(load_trace(p, progress=True).events) == 6
-
-
-# --------------------------------------------------------------------------- #
-# Against an independent decode: the benchmark generator's realistic trace     #
-# --------------------------------------------------------------------------- #
-
-
 ARG_KEYS = {
     "correlation": "correlation", "external_id": "External id", "stream": "stream",
     "device": "device", "wait_on_stream": "wait_on_stream",
     "wait_on_corr": "wait_on_cuda_event_record_corr_id", "msg_nelems": "In msg nelems",
     "group_size": "Group size", "seq": "Seq",
 }  # fmt: skip
+
+
 ROW_COLS = ["ts", "cat", "name", "pid", "tid", "dur", *ARG_KEYS, "coll_name", "pg_name"]
 
 
@@ -592,10 +321,6 @@ def test_real_h200_nccl_traces_match_stdlib_json():
         assert t.ranks[r].world_size == doc["distributedInfo"]["world_size"] == 2
         assert t.ranks[r].pid_labels  # real traces carry the "Spans" pid
 
-
-# --------------------------------------------------------------------------- #
-# A real 2-process gloo trace                                                  #
-# --------------------------------------------------------------------------- #
 
 GLOO_SCRIPT = """
 import os, sys
@@ -671,89 +396,6 @@ def test_thread_named_twice_prefers_specific_name(tmp_path, order):
     }
 
 
-# --------------------------------------------------------------------------- #
-# One file split across processes                                              #
-# --------------------------------------------------------------------------- #
-
-
-def _assert_same(a, b) -> None:
-    pd.testing.assert_frame_equal(a.events, b.events)
-    assert a.ranks == b.ranks
-
-
-def _gen(tmp_path: Path, name: str, events: int):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        from gen_trace import write_trace
-    finally:
-        sys.path.pop(0)
-    return write_trace(tmp_path / name, events=events, rank=1)
-
-
-@pytest.mark.parametrize("name", ["rank1.pt.trace.json", "rank1.pt.trace.json.gz"])
-def test_split_file_matches_one_process(tmp_path, name):
-    from domino_prof.trace import chunked
-
-    p = _gen(tmp_path, name, 4000)
-    serial = load_trace(p, workers=1)
-    for k in (2, 3):
-        _assert_same(serial, load_trace(p, workers=k))
-    # the split path really ran (it returns None when it falls back)
-    for k in (1, 3):
-        parsed = chunked._parse_in_chunks(str(p), None, k)
-        assert parsed is not None and parsed.n == len(serial.events)
-
-
-def test_chunked_serial_decode_matches_whole_decode(tmp_path, monkeypatch):
-    # big files are decoded chunk by chunk in one process: force ~2 kB chunks
-    from domino_prof.trace import chunked, parse
-
-    p = _gen(tmp_path, "rank1.pt.trace.json", 4000)
-    whole = load_trace(p)  # small file: decoded whole
-    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
-    bounds = chunked._chunk_bounds(*_span(chunked, p), 5000)
-    assert len(bounds) > 100  # really many chunks
-    _assert_same(whole, load_trace(p, workers=1))
-    _assert_same(whole, load_trace(tmp_path, workers=1))
-
-
-def _span(chunked, p):
-    buf = p.read_bytes()
-    return (buf, *chunked._events_span(buf))
-
-
-def test_split_file_with_string_ids_metadata_and_exact_ts(tmp_path):
-    # metadata, string pids/tids and decimal-exact absolute ts spread over chunks
-    from domino_prof.trace import chunked
-
-    evs = [_x(f"e{i}", f"17900000000{i:05d}.{i % 1000:03d}") for i in range(300)]
-    evs.insert(
-        150, '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t1"}}'
-    )
-    evs.insert(
-        250, '{"ph": "X", "cat": "Trace", "name": "s", "pid": "Spans", "tid": "PT", "ts": 1.5}'
-    )
-    p = _raw_trace(tmp_path / "r.json", evs, base=None)
-    serial = load_trace(p, workers=1)
-    assert serial.ranks[0].thread_names == {(1, 1): "t1", (-1, -1): "PT"}
-    # e7 at 1790000000000007.007 µs (a 1.79e15 µs absolute ts: decimal path)
-    e7 = serial.events[serial.events["name"] == "e7"]
-    assert e7["ts"].tolist() == [1_790_000_000_000_007_007]
-    assert chunked._parse_in_chunks(str(p), None, 3) is not None
-    _assert_same(serial, load_trace(p, workers=3))
-
-
-def test_split_falls_back_when_events_hold_object_lists(tmp_path):
-    # '}, {"' also occurs inside these events' args: a split there cannot decode,
-    # and the loader must fall back to one process with the same result
-    b = small_trace()
-    for i in range(200):
-        b.cpu(f"op{i}", 20 + i, 1, extra=[{"a": i}, {"b": i}])
-    p = b.write(tmp_path / "rank0.json")
-    _assert_same(load_trace(p, workers=1), load_trace(p, workers=4))
-
-
 def test_wrong_type_then_broken_json_is_still_a_clean_error(tmp_path):
     # the strict decoder stops at the odd type first; the lax one then finds the
     # syntax error: still one TraceError, not a traceback. ",," starts at byte 60;
@@ -762,37 +404,3 @@ def test_wrong_type_then_broken_json_is_still_a_clean_error(tmp_path):
     p.write_text('{"traceEvents": [{"ph": "X", "ts": [1]}, {"ph": "X", "ts": 2,,}]}')
     with pytest.raises(TraceError, match=r"rank0\.json: invalid JSON at byte 61 \(line 1\)"):
         load_trace(p)
-
-
-def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkeypatch):
-    # the first '"traceEvents": [' is inside another key: the chunk path must not
-    # take it for the real array (it falls back to a whole decode)
-    from domino_prof.trace import chunked, parse
-
-    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
-    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 50)
-    p = tmp_path / "rank0.json"
-    p.write_text(
-        '{"meta": {"traceEvents": [' + _x("decoy", "1") + "]}, "
-        '"distributedInfo": {"rank": 0}, "traceEvents": ['
-        + ", ".join(_x(f"e{i}", str(10 + i)) for i in range(5))
-        + "]}"
-    )
-    assert chunked._parse_in_chunks(str(p), None, 1) is None
-    t = load_trace(p)
-    assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]
-
-
-def test_other_json_beside_kineto_files_is_named_not_silently_dropped(tmp_path):
-    from tracegen import TraceBuilder
-
-    from domino_prof.trace import load_trace
-
-    TraceBuilder(rank=0, world_size=1).write(tmp_path / "rank0.pt.trace.json")
-    (tmp_path / "notes.json").write_text("{}")
-    (tmp_path / "run.json").write_text("{}")  # our own output: not a trace, not reported
-    t = load_trace(tmp_path, progress=False)
-    assert t.rank_ids == [0]
-    assert t.skipped == [
-        (str(tmp_path / "notes.json"),
-         "not read: only *.pt.trace.json(.gz) files are taken when any exist")]  # fmt: skip
