@@ -22,12 +22,16 @@ A worker that dies (out of memory, killed) is reported the same way, for its fil
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domino_prof.errors import ConfigError, DominoProfError, TraceError, message
+
+if TYPE_CHECKING:  # pandas-heavy: imported where used (the CLI starts without them)
+    from domino_prof.analysis.config import AnalysisConfig
+    from domino_prof.analysis.document import Analysis
 
 LOCAL = "local"  # --scheduler local: a LocalCluster on this machine
 CONNECT_TIMEOUT_S = 10.0  # --scheduler ADDRESS: the scheduler must answer (handshake) within
@@ -36,6 +40,46 @@ WORKER_WAIT_S = 30.0  # --scheduler ADDRESS: how long to wait for a first worker
 # the intervals and the analysis' temporaries are alive at once (measured on the
 # tiled H200 trace: ~1.6x)
 ANALYSIS_PEAK_FACTOR = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """How traces are read and classified: the options every command that reads traces
+    shares (``--rank``, ``--skip-bad``, ``--comm-pattern``, ``--comm-pattern-only``,
+    ``--memcpy-as-comm``, ``--scheduler``, ``--no-align-clocks``, ``--threshold``),
+    bundled. Built once where the options come in (the CLI's
+    ``commands._options.reading_options``, the keywords of
+    ``pytest_plugin.assert_overlap``) and carried unchanged through the gate to
+    :func:`analyse_path`."""
+
+    rank: int | None = None
+    skip_bad: bool = False
+    comm_pattern: str | None = None
+    comm_pattern_only: bool = False
+    memcpy_as_comm: bool = False
+    thresholds: dict[str, float] = field(default_factory=dict)
+    scheduler: str | None = None
+    no_align_clocks: bool = False
+
+    def config(self) -> AnalysisConfig:
+        """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
+        from domino_prof.analysis.config import AnalysisConfig, combine_comm_pattern
+
+        return AnalysisConfig(
+            comm_pattern=combine_comm_pattern(self.comm_pattern, replace=self.comm_pattern_only),
+            memcpy_as_comm=self.memcpy_as_comm,
+            overhead_thresholds=self.thresholds,
+            align_clocks=not self.no_align_clocks,
+        )
+
+    def analyse(self, trace_path: str | os.PathLike, *, keep_intervals: bool = True) -> Analysis:
+        """The Analysis of one trace file or directory (:func:`analyse_path`);
+        ``keep_intervals``: the report's timeline and the gate's selections need every
+        interval, the JSON and the summary do not."""
+        return analyse_path(
+            trace_path, self.config(), rank=self.rank, skip_bad=self.skip_bad,
+            scheduler=self.scheduler, keep_intervals=keep_intervals,
+        )  # fmt: skip
 
 
 @dataclass

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
 from domino_prof.runs import PRIMARY_MODE, Run, Target, resolve
 
@@ -35,45 +36,6 @@ if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
 
 
 # --------------------------------------------------------------------------- loading
-def analysis_config(
-    *,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    thresholds: dict[str, float] | None = None,
-    align_clocks: bool = True,
-):
-    """The AnalysisConfig of the shared classification options (as ``analyze``)."""
-    from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
-
-    return AnalysisConfig(
-        comm_pattern=combine_comm_pattern(comm_pattern, replace=comm_pattern_only),
-        memcpy_as_comm=memcpy_as_comm,
-        overhead_thresholds=thresholds or {},
-        align_clocks=align_clocks,
-    )
-
-
-def analyse(
-    trace_path: Path,
-    config: Any,
-    *,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
-    keep_intervals: bool = True,
-) -> Any:
-    """Analyse one trace file or directory (an Analysis): each rank file where it is
-    read (the local pool, or a Dask cluster: ``scheduler``), then across ranks
-    (``domino_prof.engine``)."""
-    from domino_prof.engine import analyse_path
-
-    return analyse_path(
-        trace_path, config, rank=rank, skip_bad=skip_bad, scheduler=scheduler,
-        keep_intervals=keep_intervals,
-    )  # fmt: skip
-
-
 def skipped_notes(analysis: Any) -> list[str]:
     """The notes naming files a directory load skipped (--skip-bad)."""
     from domino_prof.analysis.overlap import SKIPPED
@@ -203,16 +165,12 @@ def run_check(
     max_drop: float | None = None,
     op_pattern: str | None = None,
     mode: str | None = None,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
+    reading: Reading | None = None,
     max_critical_comm_ms: float | None = None,
     min_speedup: float | None = None,
 ) -> CheckOutcome:
-    """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input.
+    """Evaluate the gate on PATH, its traces read as ``reading`` says (default: every
+    option off); raises DominoProfError (exit 2) on bad input.
 
     ``min_speedup`` (:func:`speedup_result`) gates the run's timed steps, not the
     traces: with it alone nothing is analysed."""
@@ -252,11 +210,8 @@ def run_check(
         op_pattern=op_pattern,
         max_critical_comm_ms=max_critical_comm_ms,
     )
-    config = analysis_config(
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-    )
+    reading = Reading() if reading is None else reading
+    reading.config()  # a bad regex: one line, before the load
     target = resolve(path)
     if min_speedup is not None:
         _needs_run(target)
@@ -264,9 +219,7 @@ def run_check(
     results: list[RuleResult] = []
     emulation = _run_emulation(target)
     for m in modes:
-        analysis = analyse(
-            target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler
-        )
+        analysis = reading.analyse(target.modes[m])
         emulation = emulation or getattr(analysis, "emulation", None)
         tag = f"{m}: " if len(modes) > 1 else ""
         notes += [tag + n for n in skipped_notes(analysis)]
@@ -359,25 +312,18 @@ def baseline_document(
     path: str | os.PathLike,
     *,
     mode: str | None = None,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
+    reading: Reading | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The baseline of PATH (one mode of a run directory: ``mode``, else ``domino``)
-    and notes; ConfigError when it has no comm (a baseline that gates nothing)."""
+    """The baseline of PATH (one mode of a run directory: ``mode``, else ``domino``),
+    its traces read as ``reading`` says, and notes; ConfigError when it has no comm (a
+    baseline that gates nothing)."""
     from domino_prof.analysis.baseline import make_baseline
 
-    config = analysis_config(
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-    )
+    reading = Reading() if reading is None else reading
+    reading.config()  # a bad regex: one line, before the load
     target = resolve(path)
     (m,), notes = target.select(mode, default="one", verb="recording")
-    analysis = analyse(target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler)
+    analysis = reading.analyse(target.modes[m])
     doc = make_baseline(analysis)
     if m:
         doc["run_mode"] = m

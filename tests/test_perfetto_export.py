@@ -28,9 +28,9 @@ runner = CliRunner()
 
 
 def _analyse(path, **kw):
-    from domino_prof.gate import analyse, analysis_config
+    from domino_prof.engine import Reading
 
-    return analyse(Path(path), analysis_config(**kw))
+    return Reading(**kw).analyse(Path(path))
 
 
 def _tracks(d: pf.Decoded) -> dict[tuple[str, str], list[int]]:

@@ -72,6 +72,13 @@ def write_outputs(
         ) from None
 
 
+def one_output(given: Path | None, new: Path, what: str) -> Path:
+    """One output file of a kind (``-o`` given twice for it: one ConfigError line)."""
+    if given is not None and given != new:
+        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
+    return new
+
+
 def same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.realpath(a) == os.path.realpath(b)

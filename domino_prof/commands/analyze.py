@@ -19,22 +19,9 @@ from typing import Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import print_notes, user_errors, write_outputs
-from domino_prof.commands._options import (
-    CommPatternOnlyOpt,
-    CommPatternOpt,
-    MemcpyAsCommOpt,
-    NoAlignClocksOpt,
-    PathArg,
-    RankOpt,
-    Reading,
-    SchedulerOpt,
-    SkipBadOpt,
-    ThresholdOpt,
-    guess_format,
-    mode_option,
-    parse_thresholds,
-)
+from domino_prof.commands._common import one_output, print_notes, user_errors, write_outputs
+from domino_prof.commands._options import PathArg, guess_format, mode_option, reading_options
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
 
 NA = "n/a"
@@ -258,6 +245,7 @@ _FORMATS = {".json": "json", ".json.gz": "json", ".html": "html", ".htm": "html"
 def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
+    @reading_options(findings=True)
     def analyze(
         path: PathArg,
         output: Annotated[
@@ -280,14 +268,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         top: Annotated[int, typer.Option(help="Rows in the top-N tables (>= 1).")] = 5,
-        comm_pattern: CommPatternOpt = None,
-        comm_pattern_only: CommPatternOnlyOpt = False,
-        memcpy_as_comm: MemcpyAsCommOpt = False,
-        rank: RankOpt = None,
-        skip_bad: SkipBadOpt = False,
-        scheduler: SchedulerOpt = None,
-        no_align_clocks: NoAlignClocksOpt = False,
-        threshold: ThresholdOpt = None,
+        reading: Reading = Reading(),  # the reading options (reading_options)
         json_out: Annotated[
             Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
         ] = None,
@@ -310,18 +291,12 @@ def register(app: typer.Typer) -> None:
         for p in output or []:
             fmt = "json" if str(p) == "-" else guess_format(p, _FORMATS)
             if fmt == "json":
-                json_path = _one(json_path, p, "JSON")
+                json_path = one_output(json_path, p, "JSON")
             elif fmt == "pftrace":
-                pf_path = _one(pf_path, p, "Perfetto")
+                pf_path = one_output(pf_path, p, "Perfetto")
             else:
-                html_path = _one(html_path, p, "HTML")
-        reading = Reading(
-            rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
-            comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold), scheduler=scheduler,
-            no_align_clocks=no_align_clocks,
-        )  # fmt: skip
-        config = reading.config()
+                html_path = one_output(html_path, p, "HTML")
+        reading.config()  # a bad regex: one line, before the load
         report = _import_report() if html_path is not None else None  # before a long load
         if pf_path is not None:
             from domino_prof.export.perfetto import export_bytes, require
@@ -332,7 +307,7 @@ def register(app: typer.Typer) -> None:
         to_stdout = json_path is not None and str(json_path) == "-"
         print_notes(notes)
         keep = html_path is not None or pf_path is not None
-        a = reading.analyse(target.modes[m], config, keep_intervals=keep)
+        a = reading.analyse(target.modes[m], keep_intervals=keep)
         print_notes(skipped_notes(a))
         run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
@@ -353,8 +328,8 @@ def register(app: typer.Typer) -> None:
         if report is not None:
             outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
         if pf_path is not None:
-            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]}, rank=rank,
-                                                  skip_bad=skip_bad)))  # fmt: skip
+            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]},
+                                                  rank=reading.rank, skip_bad=reading.skip_bad)))  # fmt: skip
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
         for p, _ in outputs:  # as report and baseline say it (stderr when stdout is JSON)
@@ -370,12 +345,6 @@ def _write_stdout(data: bytes) -> None:
         out.flush()
     else:  # a text-only stream (tests)
         sys.stdout.write(data.decode("utf-8"))
-
-
-def _one(given: Path | None, new: Path, what: str) -> Path:
-    if given is not None and given != new:
-        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
-    return new
 
 
 def _parse_by(by: str | None) -> By | None:
