@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
-from domino_prof.runs import PRIMARY_MODE, Run, Target, resolve
+from domino_prof.rundir import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
     from domino_prof.analysis.baseline import RuleResult

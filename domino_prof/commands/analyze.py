@@ -282,7 +282,7 @@ def register(app: typer.Typer) -> None:
         overlap (stream switches, launches, cross-rank waits) as ranked findings."""
         from domino_prof.analysis.document import encode
         from domino_prof.gate import skipped_notes
-        from domino_prof.runs import resolve
+        from domino_prof.rundir import resolve
 
         by_choice = _parse_by(by)
         if top < 1:

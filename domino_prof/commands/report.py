@@ -39,7 +39,7 @@ def analyse_for_report(
     be loaded stays an error."""
     from domino_prof.errors import NoActivityError
     from domino_prof.report.figures import not_analysed
-    from domino_prof.runs import trace_missing
+    from domino_prof.rundir import trace_missing
 
     try:
         if not trace_path.exists():
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
 
         plotly.js is inlined once; nothing is fetched from the network."""
         from domino_prof.report.page import render_report, render_run_report
-        from domino_prof.runs import resolve
+        from domino_prof.rundir import resolve
 
         reading.config()  # a bad regex: one line, before the load
         target = resolve(path)
@@ -172,7 +172,7 @@ def register(app: typer.Typer) -> None:
         runs) and the exposed comm per op name; an op seen on one side only shows
         "—" on the other."""
         from domino_prof.report.page import render_compare
-        from domino_prof.runs import resolve
+        from domino_prof.rundir import resolve
 
         _write_guard(output, "compare.html")
         if labels is not None:

@@ -183,7 +183,7 @@ class Samples:
 def collect(paths: list[str]) -> Samples:
     """Load every trace PATH (a file, a directory of rank files, a run directory: each
     of its modes is loaded on its own) and extract the collective kernels."""
-    from domino_prof.runs import resolve
+    from domino_prof.rundir import resolve
     from domino_prof.trace import load_trace
 
     cols: dict[str, list] = {k: [] for k in
