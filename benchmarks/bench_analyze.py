@@ -151,7 +151,8 @@ done(t0, f"{n} rows")
     "domino-prof": """
 from domino_prof.trace import load_trace
 try:
-    from domino_prof.analysis import AnalysisConfig, analyze
+    from domino_prof.analysis import AnalysisConfig
+    from domino_prof.engine import analyze
 except ImportError:
     analyze = None
 t0 = time.perf_counter()

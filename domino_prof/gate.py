@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
 # --------------------------------------------------------------------------- loading
 def skipped_notes(analysis: Any) -> list[str]:
     """The notes naming files a directory load skipped (--skip-bad)."""
-    from domino_prof.analysis.overlap import SKIPPED
+    from domino_prof.analysis.rankwise import SKIPPED
     from domino_prof.analysis.results import notes_about
 
     return notes_about(getattr(analysis, "notes", []), SKIPPED)
@@ -181,7 +181,7 @@ def run_check(
         exit_code,
         parse_phase,
     )
-    from domino_prof.analysis.overlap import NEGATIVE_DURATION_TOPIC
+    from domino_prof.analysis.rankwise import NEGATIVE_DURATION_TOPIC
     from domino_prof.analysis.results import notes_about
 
     # Validate the options before the (possibly slow) load.

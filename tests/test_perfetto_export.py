@@ -187,8 +187,9 @@ def test_fixture_slices_equal_the_analysis(tmp_path):
 def test_two_hosts_are_drawn_on_the_aligned_clock(tmp_path):
     """test_ranks' three ranks, rank 2 on host-b whose clock reads 1000 µs ahead: the
     export shows rank 2's kernels 1000 µs earlier than in its file, and says so."""
-    from test_ranks import rank_doc
     import json
+
+    from test_ranks import rank_doc
 
     d = tmp_path / "t"
     d.mkdir()

@@ -88,7 +88,7 @@ class Classified:
     @property
     def reference(self):
         """The compute reference as ``overlap.ComputeReference``."""
-        from domino_prof.analysis.overlap import ComputeReference
+        from domino_prof.analysis.reference import ComputeReference
 
         return ComputeReference(self.ref_rank, self.ref_device, self.ref_start, self.ref_end)
 

@@ -278,7 +278,7 @@ def combine(
     kept = [r for r in results if r.intervals is not None]
     intervals = reference = None
     if len(kept) == len(results):
-        from domino_prof.analysis.overlap import ComputeReference
+        from domino_prof.analysis.reference import ComputeReference
 
         intervals = concat_frames([r.intervals for r in results])
         refs = [r.reference for r in results]

@@ -520,7 +520,7 @@ def _cpu_graph(iv: pd.DataFrame, *, rank: int, reference) -> RankGraph:
         c_s = np.asarray(reference.start)[m].astype(np.int64)
         c_e = np.asarray(reference.end)[m].astype(np.int64)
     else:  # no classified reference at hand: the union of the compute rows
-        from domino_prof.analysis.overlap import ComputeReference
+        from domino_prof.analysis.reference import ComputeReference
 
         ref = ComputeReference.of_intervals(iv)
         c_dev, c_s, c_e = (np.asarray(x, np.int64) for x in (ref.device, ref.start, ref.end))

@@ -39,7 +39,7 @@ def split_hidden_exposed(
     Columns: ``rank, stream, start, end`` (int64 ns), ``part`` (one of :data:`PARTS`),
     ``name``, ``op`` (str), ``src`` (row position in the selected ``intervals``).
     """
-    from domino_prof.analysis.overlap import ComputeReference
+    from domino_prof.analysis.reference import ComputeReference
 
     cols = ["rank", "stream", "start", "end", "part", "name", "op", "src"]
     if reference is None:

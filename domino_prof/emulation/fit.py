@@ -139,11 +139,11 @@ _KDECODE = msgspec.json.Decoder(_KDoc, strict=False)
 
 def _kernel_args(path: str) -> tuple[dict[int, str | None], dict]:
     """correlation -> dtype of one file's kernels, and its top-level facts."""
-    from domino_prof.trace.read import _FileError, _read_bytes
+    from domino_prof.trace.read import FileError, read_bytes
 
     try:
-        doc = _KDECODE.decode(_read_bytes(Path(path)))
-    except _FileError as e:
+        doc = _KDECODE.decode(read_bytes(Path(path)))
+    except FileError as e:
         raise TraceError(e.path, e.problem, e.fix) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise TraceError(path, f"cannot read kernel args ({e})", "re-export the trace") from None
