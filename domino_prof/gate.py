@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
+from domino_prof.rundata import BASE_MODE, comm_label, mode_ratio
 from domino_prof.rundir import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
@@ -239,8 +240,6 @@ def run_check(
 
 def _run_emulation(target: Target) -> str | None:
     """run.json's emulation label (``rundata.comm_label``), None outside a run directory."""
-    from domino_prof.rundata import comm_label
-
     return comm_label(target.run.doc) if target.run is not None else None
 
 
@@ -278,7 +277,6 @@ def speedup_result(run: Run, mode: str, limit: float) -> RuleResult:
     run without the counterpart or without an interval (fewer than 6 blocks, a
     run.json from before blocks) is n/a (exit 2)."""
     from domino_prof.analysis.baseline import FAIL, NA, PASS, RuleResult
-    from domino_prof.rundata import BASE_MODE, mode_ratio
 
     base = BASE_MODE.get(mode)
     row = {"rule": "min-speedup", "rank": ALL_RANKS, "limit": limit, "mode": mode,

@@ -37,9 +37,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domino_prof.errors import ConfigError, RunError, TraceError
+from domino_prof import engine
+from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
-from domino_prof.reference_model.config import OVERLAP_MODES
+from domino_prof.reference_model.config import OVERLAP_MODES, RunConfig, comm_info
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -122,8 +123,6 @@ def _comm_block(cfg: RunConfig) -> dict:
     """run.json's ``comm``: {kind: nccl | gloo | emulated, profile, profile_file, label}
     (``config.comm_info``); an emulated run's ``label`` is the one wording every number
     of it carries, ``emulated comm (profile NAME)``."""
-    from domino_prof.reference_model.config import comm_info
-
     return comm_info(cfg)
 
 
@@ -189,7 +188,6 @@ def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
     installed (``pip install 'domino-prof[perfetto]'``); else one note says how."""
     if not analyses:
         return
-    from domino_prof.errors import DominoProfError
     from domino_prof.export import perfetto
 
     if not perfetto.available():
@@ -230,11 +228,9 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
     try:
         from domino_prof.analysis import AnalysisConfig
         from domino_prof.analysis.document import encode
-        from domino_prof.engine import analyse_path
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
         return {}, {}
-    from domino_prof.errors import DominoProfError
 
     analyses, failed = {}, {}
     for mode, r in run["modes"].items():
@@ -242,7 +238,7 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
             # the engine, as analyze/report/check: each rank parsed and analysed by one
             # job (in-process for a small run, a process pool for big rank files), so a
             # run's own analysis has the engine's memory bound (the same document bytes)
-            a = analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
+            a = engine.analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
         except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
             run["notes"].append(f"{mode}: traces not analysed: {e}")
             r["hidden_pct"] = None
@@ -427,8 +423,6 @@ def _finish(out: Path) -> dict:
     else the modes whose traces are complete (a trace per rank), without timed steps
     (the ranks write those when every mode is done): status "partial", and notes say
     what is missing."""
-    from domino_prof.reference_model.config import RunConfig
-
     doc = json.loads((out / RUN_JSON).read_text(encoding="utf-8"))
     try:
         cfg = RunConfig.from_dict(doc["config"])

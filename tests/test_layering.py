@@ -219,3 +219,17 @@ def test_the_engine_and_report_never_import_the_layers_above(path):
     report needs of a run.json is in rundata.py (issue 24, item 3; lazy imports count)."""
     above = ("domino_prof.runs", "domino_prof.gate", "domino_prof.commands", "domino_prof.cli")
     assert _under(imported_modules(path), above) == []
+
+
+def test_architecture_draws_the_same_layers():
+    """docs/ARCHITECTURE.md section 0: one line per layer, top first, its units in the
+    first 47 columns (the root package as ``domino_prof (root)``)."""
+    text = (PKG.parent / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("## 0. Layers", 1)[1].split("```", 2)[1]
+    drawn = {}
+    for line in block.strip().splitlines():
+        number, *units = line[:47].replace("(root)", "").split()
+        drawn[int(number)] = tuple(
+            "domino_prof" if u == "domino_prof" else f"domino_prof.{u}" for u in units
+        )
+    assert [drawn[i] for i in sorted(drawn)] == list(LAYERS)

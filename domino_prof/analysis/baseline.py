@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof import __version__
+from domino_prof.analysis.overlap import ComputeReference, comm_overlap
 from domino_prof.errors import ConfigError, OptionError, opt
 
 BASELINE_SCHEMA = "domino-prof/baseline"
@@ -182,8 +184,6 @@ def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.
     overlap routine (``overlap.comm_overlap``), with the union taken over the selection
     (so comm running concurrently for two selected ops counts once).
     """
-    from domino_prof.analysis.overlap import ComputeReference, comm_overlap
-
     iv = analysis.intervals
     ref = getattr(analysis, "reference", None)
     if ref is None:  # a frame-only analysis (tests, old pickles): its compute rows
@@ -271,8 +271,6 @@ def make_baseline(analysis: Any) -> dict[str, Any]:
     ``per_phase[r]`` and ``per_op[r]`` hold only phases / ops that have comm.
     Keys are strings (JSON); all times are int ns.
     """
-    from domino_prof import __version__
-
     per_rank = {}
     for r, f in figures(analysis).items():
         per_rank[str(r)] = {

@@ -13,6 +13,7 @@ from typing import TypeVar
 import typer
 
 from domino_prof.errors import ConfigError, DominoProfError, message, render_text
+from domino_prof.io import atomic_write_all
 
 F = TypeVar("F", bound=Callable)
 
@@ -53,8 +54,6 @@ def write_outputs(
 ) -> None:
     """Write a command's output files all or nothing (``io.atomic_write_all``); a path
     that cannot be written is one ConfigError (exit 2) naming it and the fix."""
-    from domino_prof.io import atomic_write_all
-
     def data(x: bytes | str) -> bytes:
         return x.encode("utf-8") if isinstance(x, str) else x
 

@@ -20,9 +20,12 @@ from typing import Annotated, Any
 import typer
 
 from domino_prof.commands._common import one_output, print_notes, user_errors, write_outputs
+from domino_prof.commands._format import modes_table
 from domino_prof.commands._options import PathArg, guess_format, mode_option, reading_options
 from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
+from domino_prof.gate import skipped_notes
+from domino_prof.rundir import resolve
 
 NA = "n/a"
 
@@ -281,8 +284,6 @@ def register(app: typer.Typer) -> None:
         Also per phase, iteration and collective (--by), with the overheads beyond
         overlap (stream switches, launches, cross-rank waits) as ranked findings."""
         from domino_prof.analysis.document import encode
-        from domino_prof.gate import skipped_notes
-        from domino_prof.rundir import resolve
 
         by_choice = _parse_by(by)
         if top < 1:
@@ -315,8 +316,6 @@ def register(app: typer.Typer) -> None:
             _write_stdout(encode(a.to_json()))
         else:
             if target.is_run_dir and len(target.modes) > 1:
-                from domino_prof.commands._format import modes_table
-
                 print_modes = modes_table(run)
                 if print_modes is not None:
                     from rich.console import Console

@@ -27,7 +27,9 @@ from domino_prof.commands._options import (
     reading_options,
 )
 from domino_prof.engine import Reading
-from domino_prof.errors import ConfigError, OptionError, TraceError, opt
+from domino_prof.errors import ConfigError, NoActivityError, OptionError, TraceError, opt
+from domino_prof.gate import skipped_notes
+from domino_prof.rundir import resolve, trace_missing
 
 
 def analyse_for_report(
@@ -37,9 +39,7 @@ def analyse_for_report(
     and cannot be analysed (no device or gloo activity, e.g. a CPU run's ``nocomm``
     mode), or in a run a mode whose traces cannot be loaded. A plain trace that cannot
     be loaded stays an error."""
-    from domino_prof.errors import NoActivityError
     from domino_prof.report.figures import not_analysed
-    from domino_prof.rundir import trace_missing
 
     try:
         if not trace_path.exists():
@@ -94,7 +94,6 @@ def register(app: typer.Typer) -> None:
 
         plotly.js is inlined once; nothing is fetched from the network."""
         from domino_prof.report.page import render_report, render_run_report
-        from domino_prof.rundir import resolve
 
         reading.config()  # a bad regex: one line, before the load
         target = resolve(path)
@@ -172,7 +171,6 @@ def register(app: typer.Typer) -> None:
         runs) and the exposed comm per op name; an op seen on one side only shows
         "—" on the other."""
         from domino_prof.report.page import render_compare
-        from domino_prof.rundir import resolve
 
         _write_guard(output, "compare.html")
         if labels is not None:
@@ -215,8 +213,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _skipped(a: Any) -> list[str]:
-    from domino_prof.gate import skipped_notes
-
     return skipped_notes(a)
 
 

@@ -45,6 +45,9 @@ import numpy as np
 from domino_prof.emulation.model import DTYPE_BYTES, message_bytes
 from domino_prof.emulation.profile import Entry, Profile
 from domino_prof.errors import ConfigError, TraceError
+from domino_prof.rundir import resolve
+from domino_prof.trace import load_trace
+from domino_prof.trace.read import FileError, read_bytes
 
 PERCENTILE = 10.0
 
@@ -139,8 +142,6 @@ _KDECODE = msgspec.json.Decoder(_KDoc, strict=False)
 
 def _kernel_args(path: str) -> tuple[dict[int, str | None], dict]:
     """correlation -> dtype of one file's kernels, and its top-level facts."""
-    from domino_prof.trace.read import FileError, read_bytes
-
     try:
         doc = _KDECODE.decode(read_bytes(Path(path)))
     except FileError as e:
@@ -183,9 +184,6 @@ class Samples:
 def collect(paths: list[str]) -> Samples:
     """Load every trace PATH (a file, a directory of rank files, a run directory: each
     of its modes is loaded on its own) and extract the collective kernels."""
-    from domino_prof.rundir import resolve
-    from domino_prof.trace import load_trace
-
     cols: dict[str, list] = {k: [] for k in
                              ("collective", "ranks", "dtype", "size", "dur", "ctas", "algo")}  # fmt: skip
     n_files = 0

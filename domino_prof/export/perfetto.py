@@ -70,7 +70,10 @@ import numpy as np
 import pandas as pd
 
 from domino_prof.analysis.ranks import UNKNOWN_HOST
+from domino_prof.analysis.timeline import split_hidden_exposed
 from domino_prof.errors import ConfigError
+from domino_prof.io import atomic_write_all
+from domino_prof.trace import load_trace
 
 PFTRACE_SUFFIX = ".pftrace"
 INSTALL_HINT = "pip install 'domino-prof[perfetto]'"
@@ -130,8 +133,6 @@ def host_events(
 ) -> HostEvents:
     """The host events of the trace files at ``trace_path`` (read again: the analysis
     keeps no host events), every complete event that is not device work."""
-    from domino_prof.trace import load_trace
-
     trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad, progress=False)
     ev = trace.events
     keep = (~ev["cat"].astype(str).isin(_HOST_EXCLUDED).to_numpy()) & (
@@ -278,8 +279,6 @@ def _offsets(analysis: Any) -> tuple[dict[int, int], dict[int, str]]:
 def _layout_rank(lay: _Layout, a: Any, rank: int, proc: int, off: int,
                  host: HostEvents | None, extra: Sequence[ExtraTrack]) -> None:  # fmt: skip
     """The tracks of one rank under its process track ``proc``."""
-    from domino_prof.analysis.timeline import split_hidden_exposed
-
     iv = a.intervals
     iv = iv.loc[iv["rank"].to_numpy() == rank].reset_index(drop=True)
     start = iv["start"].to_numpy(np.int64) + off
@@ -602,8 +601,6 @@ def write_run_exports(
     """A run directory's per-mode exports, ``RUN_DIR/<mode>/trace.pftrace``, written all
     or nothing (``io.atomic_write_all``). For ``runs.assemble`` / ``refresh`` to call
     after each mode's analysis when the extra is installed (``available()``)."""
-    from domino_prof.io import atomic_write_all
-
     files = [
         (Path(run_dir) / m / name, export_bytes({"": a}, {"": trace_paths[m]}))
         for m, a in analyses.items()

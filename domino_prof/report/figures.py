@@ -19,8 +19,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from domino_prof import __version__
 from domino_prof.analysis import timeline as tl
+from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
+from domino_prof.analysis.limits import limits
 from domino_prof.analysis.results import Overheads, Stats, Where
+from domino_prof.rundata import comparison_table, verdict_text, verdicts
 
 COLORS = {
     "compute": "#4E79A7",
@@ -795,7 +799,6 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
             d = cfg if isinstance(cfg, dict) else getattr(cfg, "__dict__", {})
             rows.extend([[f"analysis.{k}", v] for k, v in _flatten(d)])
         notes.extend(str(n) for n in _get(analysis, "notes") or [])
-    from domino_prof import __version__
 
     rows.append(["domino-prof", __version__])
     half = (len(rows) + 1) // 2
@@ -814,8 +817,6 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     """Timed step per mode and the comparison table (``rundata.comparison_table``: the
     columns and units the CLI prints); ``hidden_pct`` fills that column from the
     analyses where run.json has none. Bars are neutral (green means hidden comm)."""
-    from domino_prof.rundata import comparison_table
-
     title = "Modes compared"
     comp = [dict(c) for c in run.get("comparison") or []]
     for c in comp:
@@ -864,8 +865,6 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
 def domino_limits(run: dict, analyses: Any) -> Section | None:
     """What keeps domino from nocomm in this run (``analysis.limits``): the profiled step
     gap split into exposed comm, overlap tax and the rest. None without both modes."""
-    from domino_prof.analysis.limits import limits
-
     d = limits(run, analyses)
     if d is None:
         return None
@@ -888,8 +887,6 @@ def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> s
     noise" only when the interval holds 1.0. Without ``verdict`` (a run.json before
     blocks): from the comparison rows' step times, said to have no interval. "" when
     the run lacks a pair."""
-    from domino_prof.rundata import verdict_text, verdicts
-
     if verdict is None:
         verdict = verdicts({str(c.get("mode")): {"step_ms": c.get("step_ms")} for c in comp
                             if not _missing(c.get("step_ms"))})  # fmt: skip
@@ -1138,8 +1135,6 @@ def whatif_sections(analysis: Any, *, run: dict | None = None) -> list[Section]:
         Table(["rank", "step", "wall", "compute", "exposed comm", "host", "idle"], cp,
               [True, True, True, True, True, True, True])))  # fmt: skip
     if _get(analysis, "mode") == "cpu":
-        from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
-
         b = busy_threads(_get(analysis, "intervals"), cpu_count=cpu_count_of(run))
         if b is not None:
             out.append(Section("cpu_threads", "CPU threads",

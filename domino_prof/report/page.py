@@ -18,8 +18,10 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from domino_prof import __version__
 from domino_prof.io import atomic_write_text
 from domino_prof.report import figures as F
+from domino_prof.rundata import comm_label
 
 _CSS = """
 :root { --fg:#1f2933; --muted:#616e7c; --line:#e4e7eb; --bg:#f5f7fa; --card:#fff;
@@ -166,8 +168,6 @@ class _Page:
         title, on the first screen, saying every number stands on emulated collectives."""
         from plotly.offline import get_plotlyjs
 
-        from domino_prof import __version__
-
         now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         nav = "".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in self.nav)
         return "".join([
@@ -199,8 +199,6 @@ def _banner(emulation: str | None) -> str:
 
 def _emulation_of(*analyses: Any, run: dict | None = None) -> str | None:
     """The label of run.json's ``comm`` block, else of the analyses' trace marks."""
-    from domino_prof.rundata import comm_label
-
     labels = [comm_label(run)] if run else []
     labels += [getattr(a, "emulation", None) for a in analyses]
     labels = list(dict.fromkeys(x for x in labels if x))

@@ -36,6 +36,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from domino_prof.emulation.marker import trace_marker
+from domino_prof.errors import TraceError
 from domino_prof.trace.read import FileError
 from domino_prof.trace.schema import LEGACY_CATEGORIES, RankMeta
 
@@ -453,9 +455,6 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
 
 def _emulation(path_s: str, top: dict) -> str | None:
     """The label of the file's comm-emulation mark (``emulation.trace_marker``), or None."""
-    from domino_prof.emulation.marker import trace_marker
-    from domino_prof.errors import TraceError
-
     try:
         return trace_marker(top)
     except TraceError as e:

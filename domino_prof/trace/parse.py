@@ -15,9 +15,9 @@ from domino_prof.trace.pool import _peak_bytes
 from domino_prof.trace.read import (
     FileError,
     _is_regular,
-    read_bytes,
     _read_stream,
     _uncompressed_size,
+    read_bytes,
 )
 
 _STREAM_BYTES = 16 * 1024 * 1024  # files this big are decoded chunk by chunk
