@@ -34,6 +34,8 @@ from domino_prof.errors import ConfigError, DominoProfError, TraceError, message
 if TYPE_CHECKING:  # pandas-heavy: imported where used (the CLI starts without them)
     from domino_prof.analysis.config import AnalysisConfig
     from domino_prof.analysis.document import Analysis
+    from domino_prof.analysis.rankwise import RankResult
+    from domino_prof.trace.read import FileError
     from domino_prof.trace.schema import Trace
 
 LOCAL = "local"  # --scheduler local: a LocalCluster on this machine
@@ -101,7 +103,7 @@ def rank_job(
     config: Any,
     keep_intervals: bool,
     mode: str | None = None,
-) -> Any:
+) -> RankResult | _NoActivity | FileError:
     """Parse and analyse one rank file (a worker's job; picklable results only):
     a ``RankResult``, a ``_NoActivity`` or a ``trace.read.FileError`` naming the file.
     ``mode``: the whole trace's mode, when a first pass found this rank's own differs."""

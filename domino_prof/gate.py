@@ -34,10 +34,11 @@ from domino_prof.rundir import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
     from domino_prof.analysis.baseline import RuleResult
+    from domino_prof.analysis.document import Analysis
 
 
 # --------------------------------------------------------------------------- loading
-def skipped_notes(analysis: Any) -> list[str]:
+def skipped_notes(analysis: Analysis) -> list[str]:
     """The notes naming files a directory load skipped (--skip-bad)."""
     from domino_prof.analysis.rankwise import SKIPPED
     from domino_prof.analysis.results import notes_about

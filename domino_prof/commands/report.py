@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,10 +31,14 @@ from domino_prof.errors import ConfigError, NoActivityError, OptionError, TraceE
 from domino_prof.gate import skipped_notes
 from domino_prof.rundir import resolve, trace_missing
 
+if TYPE_CHECKING:  # pandas / plotly: imported where used (the CLI starts without them)
+    from domino_prof.analysis.document import Analysis
+    from domino_prof.report.figures import Unavailable
+
 
 def analyse_for_report(
     reading: Reading, trace_path: Path, *, in_run: bool, mode: str = ""
-) -> Any:
+) -> Analysis | Unavailable:
     """An Analysis, or an ``Unavailable`` the page shows in its place: a trace that loads
     and cannot be analysed (no device or gloo activity, e.g. a CPU run's ``nocomm``
     mode), or in a run a mode whose traces cannot be loaded. A plain trace that cannot
@@ -212,13 +216,13 @@ def register(app: typer.Typer) -> None:
         print(f"wrote {output} ({_size(output)})")
 
 
-def _skipped(a: Any) -> list[str]:
+def _skipped(a: Analysis | Unavailable) -> list[str]:
     return skipped_notes(a)
 
 
 def print_compare(
-    a: Any,
-    b: Any,
+    a: Analysis,
+    b: Analysis,
     *,
     labels: tuple[str, str],
     top: int = 8,

@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.document import Analysis
 from domino_prof.analysis.ranks import UNKNOWN_HOST
 from domino_prof.analysis.timeline import split_hidden_exposed
 from domino_prof.errors import ConfigError
@@ -159,7 +160,7 @@ def host_events(
     return HostEvents(events=out, thread_names=names)
 
 
-def critical_path_tracks(analysis: Any) -> list[ExtraTrack]:
+def critical_path_tracks(analysis: Analysis) -> list[ExtraTrack]:
     """The hook for the what-if analysis' critical path: an ``Analysis`` that carries a
     ``critical_path`` frame (``rank, start, end, name``, one row per segment of the
     step's critical path, trace clock) gets it drawn as the :data:`CRITICAL_PATH_TRACK`
@@ -262,7 +263,7 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and not np.isfinite(v))
 
 
-def _offsets(analysis: Any) -> tuple[dict[int, int], dict[int, str]]:
+def _offsets(analysis: Analysis) -> tuple[dict[int, int], dict[int, str]]:
     """Each rank's host clock offset (ns) and host, from ``across_ranks.hosts``."""
     ar = getattr(getattr(analysis, "overheads", None), "across_ranks", None)
     offs: dict[int, int] = {}
@@ -276,7 +277,7 @@ def _offsets(analysis: Any) -> tuple[dict[int, int], dict[int, str]]:
     return offs, hosts
 
 
-def _layout_rank(lay: _Layout, a: Any, rank: int, proc: int, off: int,
+def _layout_rank(lay: _Layout, a: Analysis, rank: int, proc: int, off: int,
                  host: HostEvents | None, extra: Sequence[ExtraTrack]) -> None:  # fmt: skip
     """The tracks of one rank under its process track ``proc``."""
     iv = a.intervals
@@ -395,7 +396,7 @@ def _layout_rank(lay: _Layout, a: Any, rank: int, proc: int, off: int,
                 description=x.description)  # fmt: skip
 
 
-def _finding_instants(a: Any, lay: _Layout, procs: dict[int, int], offs: dict[int, int],
+def _finding_instants(a: Analysis, lay: _Layout, procs: dict[int, int], offs: dict[int, int],
                       top: str) -> None:  # fmt: skip
     """Each finding as an instant event on its rank's ``findings`` track (else on the
     top-level track named ``top``)."""
@@ -436,7 +437,7 @@ def _finding_instants(a: Any, lay: _Layout, procs: dict[int, int], offs: dict[in
                 description="the analysis' findings, each with its numbers")  # fmt: skip
 
 
-def layout(analyses: Mapping[str, Any], *, host: Mapping[str, HostEvents | None] | None = None,
+def layout(analyses: Mapping[str, Analysis], *, host: Mapping[str, HostEvents | None] | None = None,
            extra: Mapping[str, Sequence[ExtraTrack]] | None = None) -> _Layout:  # fmt: skip
     """Every track and slice of the export of ``analyses`` (mode -> Analysis with its
     intervals; mode ``""`` for plain traces)."""
@@ -561,7 +562,7 @@ def encode(lay: _Layout) -> bytes:
 
 
 def perfetto_trace(
-    analyses: Any,
+    analyses: Analysis | Mapping[str, Analysis],
     *,
     host: HostEvents | Mapping[str, HostEvents | None] | None = None,
     extra: Sequence[ExtraTrack] | Mapping[str, Sequence[ExtraTrack]] = (),
@@ -578,7 +579,7 @@ def perfetto_trace(
 
 
 def export_bytes(
-    analyses: Mapping[str, Any], trace_paths: Mapping[str, Path], *, rank: int | None = None,
+    analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *, rank: int | None = None,
     skip_bad: bool = False,
 ) -> bytes:  # fmt: skip
     """What ``analyze`` / ``report -o FILE.pftrace`` write: the analyses of each mode
@@ -595,7 +596,7 @@ def export_bytes(
 
 
 def write_run_exports(
-    run_dir: Path, analyses: Mapping[str, Any], trace_paths: Mapping[str, Path], *,
+    run_dir: Path, analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *,
     name: str = "trace.pftrace",
 ) -> list[Path]:  # fmt: skip
     """A run directory's per-mode exports, ``RUN_DIR/<mode>/trace.pftrace``, written all
