@@ -327,8 +327,7 @@ def register(app: typer.Typer) -> None:
         if report is not None:
             outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
         if pf_path is not None:
-            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]},
-                                                  rank=reading.rank, skip_bad=reading.skip_bad)))  # fmt: skip
+            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]}, reading=reading)))
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
         for p, _ in outputs:  # as report and baseline say it (stderr when stdout is JSON)

@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
             print_notes(_skipped(a), prefix=f"{m}: " if m else "")
         run = target.run.doc if target.run is not None else None
         if pftrace:
-            html = export_bytes(analyses, target.modes, rank=reading.rank, skip_bad=reading.skip_bad)
+            html = export_bytes(analyses, target.modes, reading=reading)
         elif run is not None and len(analyses) > 1:
             html = render_run_report(analyses, run=run, title=title)
         else:

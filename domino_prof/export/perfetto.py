@@ -72,6 +72,7 @@ import pandas as pd
 from domino_prof.analysis.document import Analysis
 from domino_prof.analysis.ranks import UNKNOWN_HOST
 from domino_prof.analysis.timeline import split_hidden_exposed
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
 from domino_prof.io import atomic_write_all
 from domino_prof.trace import load_trace
@@ -579,16 +580,18 @@ def perfetto_trace(
 
 
 def export_bytes(
-    analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *, rank: int | None = None,
-    skip_bad: bool = False,
+    analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *,
+    reading: Reading | None = None,
 ) -> bytes:  # fmt: skip
     """What ``analyze`` / ``report -o FILE.pftrace`` write: the analyses of each mode
-    with their host threads, read again from each mode's trace files."""
+    with their host threads, read again from each mode's trace files as ``reading``
+    (the command's, which made the analyses) says."""
     require()
     analyses = {m: a for m, a in analyses.items() if getattr(a, "intervals", None) is not None}
     if not analyses:
         raise ConfigError(f"nothing to export to {PFTRACE_SUFFIX}: no mode could be analysed")
-    host = {m: host_events(trace_paths[m], rank=rank, skip_bad=skip_bad) for m in analyses}
+    r = Reading() if reading is None else reading
+    host = {m: host_events(trace_paths[m], rank=r.rank, skip_bad=r.skip_bad) for m in analyses}
     if len(analyses) == 1:  # one mode: processes named by rank alone
         ((m, a),) = analyses.items()
         return perfetto_trace({"": a}, host={"": host[m]})
