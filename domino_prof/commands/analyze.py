@@ -15,7 +15,7 @@ import math
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
 from domino_prof.gate import skipped_notes
 from domino_prof.rundir import resolve
+
+if TYPE_CHECKING:  # pandas: imported where used (the CLI starts without it)
+    from domino_prof.analysis.document import Analysis
 
 NA = "n/a"
 
@@ -67,7 +70,7 @@ def _table(title: str, columns: list[str], right: set[str]):
     return t
 
 
-def headline(a) -> str:
+def headline(a: Analysis) -> str:
     t = a.totals
     per_step = (
         f"{ms_value(t['exposed_ms_per_step'])} ms exposed comm per step"
@@ -88,7 +91,7 @@ def headline(a) -> str:
     )
 
 
-def comm_sources_line(a) -> str:
+def comm_sources_line(a: Analysis) -> str:
     """Which kinds of comm the patterns recognised (docs/METRICS.md), with counts."""
     src = a.totals.get("comm_sources") or []
     if not src:
@@ -97,7 +100,7 @@ def comm_sources_line(a) -> str:
     return "comm recognised: " + ", ".join(parts)
 
 
-def rank_table(a, *, top: int):
+def rank_table(a: Analysis, *, top: int):
     import pandas as pd
 
     r = a.by_rank.copy()
@@ -131,7 +134,7 @@ def rank_table(a, *, top: int):
     return t
 
 
-def top_ops_table(a, *, top: int):
+def top_ops_table(a: Analysis, *, top: int):
     ops = a.by_op[a.by_op["comm_ns"] > 0]
     if len(ops) == 0:
         return None
@@ -166,7 +169,7 @@ _BY_TABLE = {
 MAX_BY_ROWS = 60
 
 
-def by_table(a, by: By):
+def by_table(a: Analysis, by: By):
     df = getattr(a, _BY_TABLE[by])
     keys = _BY_COLUMNS[by]
     extra = ["wall ms", "exposed share"] if by is By.iteration else []
@@ -189,7 +192,7 @@ def by_table(a, by: By):
     return t
 
 
-def collective_type_table(a):
+def collective_type_table(a: Analysis):
     """Per (rank, collective type): all-reduce, reduce-scatter, all-gather, ..."""
     df = a.by_collective_type
     t = _table("By collective type", ["rank", "collective", "count", "comm ms", "hidden ms",
@@ -210,7 +213,7 @@ def findings_renderable(overheads):
     return findings_table(overheads)
 
 
-def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -> None:
+def print_summary(a: Analysis, *, by: By | None, top: int, console=None, mode: str = "") -> None:
     from rich.console import Console
     from rich.markup import escape
 
