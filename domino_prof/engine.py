@@ -87,6 +87,15 @@ class Reading:
         )  # fmt: skip
 
 
+def skipped_notes(analysis: Analysis) -> list[str]:
+    """The notes naming the rank files a directory load skipped (``skip_bad``): every
+    command says them on stderr, the gate in its notes."""
+    from domino_prof.analysis.rankwise import SKIPPED
+    from domino_prof.analysis.results import notes_about
+
+    return notes_about(getattr(analysis, "notes", []), SKIPPED)
+
+
 @dataclass
 class _NoActivity:
     """A rank file without device work or gloo collectives (fine if another rank has)."""

@@ -27,25 +27,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domino_prof.engine import Reading
+from domino_prof.engine import Reading, skipped_notes
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
 from domino_prof.rundata import BASE_MODE, comm_label, mode_ratio
 from domino_prof.rundir import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
     from domino_prof.analysis.baseline import RuleResult
-    from domino_prof.analysis.document import Analysis
 
 
 # --------------------------------------------------------------------------- loading
-def skipped_notes(analysis: Analysis) -> list[str]:
-    """The notes naming files a directory load skipped (--skip-bad)."""
-    from domino_prof.analysis.rankwise import SKIPPED
-    from domino_prof.analysis.results import notes_about
-
-    return notes_about(getattr(analysis, "notes", []), SKIPPED)
-
-
 def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate a baseline JSON file (ConfigError, exit 2, when unusable)."""
     from domino_prof.analysis.baseline import validate_baseline

@@ -22,9 +22,8 @@ import typer
 from domino_prof.commands._common import one_output, print_notes, user_errors, write_outputs
 from domino_prof.commands._format import modes_table
 from domino_prof.commands._options import PathArg, guess_format, mode_option, reading_options
-from domino_prof.engine import Reading
+from domino_prof.engine import Reading, skipped_notes
 from domino_prof.errors import ConfigError
-from domino_prof.gate import skipped_notes
 from domino_prof.rundir import resolve
 
 if TYPE_CHECKING:  # pandas: imported where used (the CLI starts without it)

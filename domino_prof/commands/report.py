@@ -26,9 +26,8 @@ from domino_prof.commands._options import (
     mode_option,
     reading_options,
 )
-from domino_prof.engine import Reading
+from domino_prof.engine import Reading, skipped_notes
 from domino_prof.errors import ConfigError, NoActivityError, OptionError, TraceError, opt
-from domino_prof.gate import skipped_notes
 from domino_prof.rundir import resolve, trace_missing
 
 if TYPE_CHECKING:  # pandas / plotly: imported where used (the CLI starts without them)
