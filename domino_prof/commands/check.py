@@ -34,10 +34,13 @@ from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError, DominoProfError, message
 from domino_prof.gate import (
     CheckOutcome,
+    baseline_document,
     error_annotation,
     format_markdown,
     format_table,
+    github_annotations,
     junit_xml,
+    run_check,
 )
 
 
@@ -139,8 +142,6 @@ def check(
 
     Exit 0 when every rule holds on every rank, 1 when a rule fails, 2 when the input
     cannot be gated (docs/ci.md)."""
-    from domino_prof.gate import run_check
-
     for p in output or []:
         if guess_format(p, _REPORT_FORMATS) == "junit":
             junit = one_output(junit, p, "JUnit")
@@ -176,8 +177,6 @@ def check(
     print(format_table(outcome.results))
     print(outcome.summary)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from domino_prof.gate import github_annotations
-
         for line in github_annotations(outcome):
             print(line)
     write_reports(outcome, junit=junit, markdown=markdown)
@@ -203,8 +202,6 @@ def baseline(
 
     Per rank, phase and op name, as versioned JSON (docs/ci.md)."""
     import json
-
-    from domino_prof.gate import baseline_document
 
     if output.is_dir():  # before a long load
         raise ConfigError(
