@@ -36,7 +36,7 @@ oversubscribed machine); the parent times the whole process (``wall_s``). Tools:
 - ``bare json``: the same with the stdlib ``json.loads``;
 - ``alt orjson->cols``: the loader's job done with orjson dicts instead of
   msgspec structs (why the loader uses msgspec);
-- ``domino-prof``: ``load_trace`` + ``domino_prof.analysis.analyze`` (load only,
+- ``domino-prof``: ``load_trace`` + ``domino_prof.engine.analyze`` (load only,
   said so, when the analysis package is not there yet);
 - ``HTA``: ``hta.trace_analysis.TraceAnalysis(trace_dir=...)`` +
   ``get_comm_comp_overlap(visualize=False)`` (PyPI ``traceinsight``), if installed.
@@ -151,7 +151,8 @@ done(t0, f"{n} rows")
     "domino-prof": """
 from domino_prof.trace import load_trace
 try:
-    from domino_prof.analysis import AnalysisConfig, analyze
+    from domino_prof.analysis import AnalysisConfig
+    from domino_prof.engine import analyze
 except ImportError:
     analyze = None
 t0 = time.perf_counter()

@@ -23,7 +23,7 @@ def main() -> None:
     ap.add_argument("--browser", action="store_true")
     args = ap.parse_args()
 
-    from domino_prof.analysis import analyze
+    from domino_prof.engine import analyze
     from domino_prof.report import write_report
     from domino_prof.trace import load_trace
 

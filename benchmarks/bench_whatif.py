@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def profiled_step_ms(path: str) -> float | None:
-    from domino_prof.analysis import analyze
     from domino_prof.analysis.classify import trace_mode
     from domino_prof.analysis.replay import cpu_profiled_step
+    from domino_prof.engine import analyze
     from domino_prof.trace import load_trace
 
     tr = load_trace(path)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=5.0, help="percent (default 5)")
     ap.add_argument("-o", "--output", help="JSON file to write (atomically)")
     a = ap.parse_args(argv)
-    from domino_prof.analysis import analyze
+    from domino_prof.engine import analyze
     from domino_prof.trace import load_trace
 
     w = analyze(load_trace(a.trace)).overheads.whatif

@@ -67,7 +67,8 @@ def rows(doc: dict, table: str) -> list[dict]:
 
 
 def analyse(trace_dir: Path):
-    from domino_prof.analysis import AnalysisConfig, analyze
+    from domino_prof.analysis import AnalysisConfig
+    from domino_prof.engine import analyze
     from domino_prof.trace import load_trace
 
     return analyze(load_trace(trace_dir, progress=False), AnalysisConfig())

@@ -17,6 +17,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from domino_prof import __version__
+
 COMMANDS = ("run", "analyze", "report", "check", "calibrate")  # modules of domino_prof.commands
 
 # typer >= 0.2x vendors click as typer._click (and need not install click at all);
@@ -181,8 +183,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from domino_prof import __version__
-
         print(f"domino-prof {__version__}")
         raise typer.Exit(0)
 

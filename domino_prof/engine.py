@@ -8,7 +8,9 @@ machine); the job returns the rank's ``analysis.rankwise.RankResult`` (its per-r
 results and the compact tables the cross-rank analysis needs), never its events. The
 parent reduces them with ``rankwise.combine``: its peak memory is bounded by the
 largest rank file times the workers plus the per-rank results, not by the sum of all
-ranks' events, and the numbers are those of ``analysis.analyze`` on the loaded trace.
+ranks' events, and the numbers are those of :func:`analyze` on the loaded trace (the
+engine's entry for a trace already in memory: tests, benchmarks). These two are the
+only ways to analyse; every command, the gate and ``runs`` come here.
 
 The trace's mode is GPU when a rank has device work, else CPU when a rank has gloo
 collectives; rank files of both kinds (a GPU run's and a CPU run's ranks) are one
@@ -22,12 +24,19 @@ A worker that dies (out of memory, killed) is reported the same way, for its fil
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domino_prof.errors import ConfigError, DominoProfError, TraceError, message
+
+if TYPE_CHECKING:  # pandas-heavy: imported where used (the CLI starts without them)
+    from domino_prof.analysis.config import AnalysisConfig
+    from domino_prof.analysis.document import Analysis
+    from domino_prof.analysis.rankwise import RankResult
+    from domino_prof.trace.read import FileError
+    from domino_prof.trace.schema import Trace
 
 LOCAL = "local"  # --scheduler local: a LocalCluster on this machine
 CONNECT_TIMEOUT_S = 10.0  # --scheduler ADDRESS: the scheduler must answer (handshake) within
@@ -36,6 +45,55 @@ WORKER_WAIT_S = 30.0  # --scheduler ADDRESS: how long to wait for a first worker
 # the intervals and the analysis' temporaries are alive at once (measured on the
 # tiled H200 trace: ~1.6x)
 ANALYSIS_PEAK_FACTOR = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reading:
+    """How traces are read and classified: the options every command that reads traces
+    shares (``--rank``, ``--skip-bad``, ``--comm-pattern``, ``--comm-pattern-only``,
+    ``--memcpy-as-comm``, ``--scheduler``, ``--no-align-clocks``, ``--threshold``),
+    bundled. Built once where the options come in (the CLI's
+    ``commands._options.reading_options``, the keywords of
+    ``pytest_plugin.assert_overlap``) and carried unchanged through the gate to
+    :func:`analyse_path`."""
+
+    rank: int | None = None
+    skip_bad: bool = False
+    comm_pattern: str | None = None
+    comm_pattern_only: bool = False
+    memcpy_as_comm: bool = False
+    thresholds: dict[str, float] = field(default_factory=dict)
+    scheduler: str | None = None
+    no_align_clocks: bool = False
+
+    def config(self) -> AnalysisConfig:
+        """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
+        from domino_prof.analysis.config import AnalysisConfig, combine_comm_pattern
+
+        return AnalysisConfig(
+            comm_pattern=combine_comm_pattern(self.comm_pattern, replace=self.comm_pattern_only),
+            memcpy_as_comm=self.memcpy_as_comm,
+            overhead_thresholds=self.thresholds,
+            align_clocks=not self.no_align_clocks,
+        )
+
+    def analyse(self, trace_path: str | os.PathLike, *, keep_intervals: bool = True) -> Analysis:
+        """The Analysis of one trace file or directory (:func:`analyse_path`);
+        ``keep_intervals``: the report's timeline and the gate's selections need every
+        interval, the JSON and the summary do not."""
+        return analyse_path(
+            trace_path, self.config(), rank=self.rank, skip_bad=self.skip_bad,
+            scheduler=self.scheduler, keep_intervals=keep_intervals,
+        )  # fmt: skip
+
+
+def skipped_notes(analysis: Analysis) -> list[str]:
+    """The notes naming the rank files a directory load skipped (``skip_bad``): every
+    command says them on stderr, the gate in its notes."""
+    from domino_prof.analysis.rankwise import SKIPPED
+    from domino_prof.analysis.results import notes_about
+
+    return notes_about(getattr(analysis, "notes", []), SKIPPED)
 
 
 @dataclass
@@ -54,24 +112,24 @@ def rank_job(
     config: Any,
     keep_intervals: bool,
     mode: str | None = None,
-) -> Any:
+) -> RankResult | _NoActivity | FileError:
     """Parse and analyse one rank file (a worker's job; picklable results only):
-    a ``RankResult``, a ``_NoActivity`` or a ``trace.read._FileError`` naming the file.
+    a ``RankResult``, a ``_NoActivity`` or a ``trace.read.FileError`` naming the file.
     ``mode``: the whole trace's mode, when a first pass found this rank's own differs."""
     from domino_prof.trace.parse import parse_or_error
-    from domino_prof.trace.read import _FileError
+    from domino_prof.trace.read import FileError
 
     parsed = parse_or_error(path_s, nproc, rank=rank)
-    if isinstance(parsed, _FileError):
+    if isinstance(parsed, FileError):
         return parsed
     try:
         from domino_prof.analysis.classify import trace_mode
         from domino_prof.analysis.rankwise import analyze_rank
-        from domino_prof.trace.loader import _assemble
+        from domino_prof.trace.loader import assemble_events
         from domino_prof.trace.schema import Trace
 
         meta = parsed.meta
-        trace = Trace(events=_assemble([parsed]), ranks={meta.rank: meta}, source=path_s)
+        trace = Trace(events=assemble_events([parsed]), ranks={meta.rank: meta}, source=path_s)
         del parsed  # the columns now live in the frame
         mode = trace_mode(trace.events) if mode is None else mode
         if mode is None:
@@ -80,15 +138,45 @@ def rank_job(
         out.meta = meta
         return out
     except DominoProfError as e:
-        return _FileError(path_s, message(e), "fix or re-export this rank's trace")
+        return FileError(path_s, message(e), "fix or re-export this rank's trace")
     except MemoryError:
-        return _FileError(path_s, "out of memory while analysing", "use fewer workers")
+        return FileError(path_s, "out of memory while analysing", "use fewer workers")
     except Exception as e:  # noqa: BLE001  (a bug: name the rank file, and what it was)
-        return _FileError(
+        return FileError(
             path_s,
             f"analysis failed ({type(e).__name__}: {e})",
             "report it to domino-prof with this trace file",
         )
+
+
+def analyze(trace: Trace, config: AnalysisConfig | None = None) -> Analysis:
+    """The Analysis of a trace already loaded (``trace.load_trace``, or built in a test):
+    the same per-rank jobs as :func:`analyse_path` (``rankwise.analyze_rank``), here in
+    this process, then the same cross-rank reduction, so the documents are those of
+    ``analyse_path`` on the files (tests/test_engine.py). Every number:
+    docs/METRICS.md."""
+    from domino_prof.analysis.classify import mixed_modes_error, no_activity_error, trace_mode
+    from domino_prof.analysis.config import AnalysisConfig
+    from domino_prof.analysis.rankwise import analyze_rank, combine, rank_ids_of, split_ranks
+
+    config = AnalysisConfig() if config is None else config
+    mode = trace_mode(trace.events)
+    if mode is None:
+        raise no_activity_error(trace)
+    parts = split_ranks(trace)
+    own = {r: trace_mode(one.events) for r, one in parts}
+    if {"gpu", "cpu"} <= set(own.values()):  # a GPU run's and a CPU run's ranks
+        path = {r: m.path for r, m in trace.ranks.items()}
+        raise mixed_modes_error(trace.source or "trace", *(
+            [path.get(r, f"rank {r}") for r, m in own.items() if m == k] for k in ("gpu", "cpu")
+        ))  # fmt: skip
+    results = [
+        analyze_rank(one, config, rank=r, mode=mode, keep_intervals=True) for r, one in parts
+    ]
+    return combine(
+        results, config, source=trace.source, ranks=rank_ids_of(trace), metas=trace.ranks,
+        skipped=trace.skipped,
+    )  # fmt: skip
 
 
 def analyse_path(
@@ -101,14 +189,14 @@ def analyse_path(
     scheduler: str | None = None,
     progress: bool | None = None,
     keep_intervals: bool = True,
-) -> Any:
+) -> Analysis:
     """The ``Analysis`` of a trace file or a directory of rank files (module doc).
     ``keep_intervals``: also bring back every rank's intervals and compute reference
     (the report's timeline and the gate's phase/op selections need them)."""
     from domino_prof.analysis.classify import mixed_modes_error, no_activity_error
     from domino_prof.analysis.rankwise import RankResult, combine
     from domino_prof.trace.loader import check_unique_ranks, sort_results, trace_files
-    from domino_prof.trace.read import _FileError
+    from domino_prof.trace.read import FileError
     from domino_prof.trace.schema import Trace, empty_events
 
     p, files, is_dir = trace_files(path, rank=rank)
@@ -133,7 +221,7 @@ def analyse_path(
         redo = _map(partial(job, mode=mode), paths, workers=workers, scheduler=scheduler,
                     progress=progress)  # fmt: skip
         for i, r in zip(again, redo):
-            if isinstance(r, _FileError):
+            if isinstance(r, FileError):
                 if not (is_dir and skip_bad):
                     raise TraceError(r.path, r.problem, r.fix)
                 skipped.append((r.path, r.problem))
@@ -256,14 +344,14 @@ def dask_map(
     import logging
 
     distributed = _import_distributed()
-    from domino_prof.trace.pool import Progress, _cores, show_progress
-    from domino_prof.trace.read import _FileError
+    from domino_prof.trace.pool import Progress, cpu_cores, show_progress
+    from domino_prof.trace.read import FileError
 
     timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
     cluster = None
     try:
         if scheduler == LOCAL:
-            n = max(1, min(workers or _cores(), len(files)))
+            n = max(1, min(workers or cpu_cores(), len(files)))
             cluster = distributed.LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                 silence_logs=logging.ERROR,
@@ -298,7 +386,7 @@ def dask_map(
                     try:
                         out[i] = fut.result()
                     except Exception as e:  # noqa: BLE001  (the job raised, or its worker died)
-                        out[i] = _FileError(
+                        out[i] = FileError(
                             paths[i],
                             f"its Dask worker failed ({type(e).__name__}: {e})",
                             "check the worker's memory and logs",

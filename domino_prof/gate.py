@@ -27,61 +27,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from domino_prof.engine import Reading, skipped_notes
 from domino_prof.errors import ConfigError, OptionError, opt, render_text
-from domino_prof.runs import PRIMARY_MODE, Run, Target, resolve
+from domino_prof.rundata import BASE_MODE, comm_label, mode_ratio
+from domino_prof.rundir import PRIMARY_MODE, Run, Target, resolve
 
 if TYPE_CHECKING:  # pandas-heavy; imported inside the functions at run time
     from domino_prof.analysis.baseline import RuleResult
 
 
 # --------------------------------------------------------------------------- loading
-def analysis_config(
-    *,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    thresholds: dict[str, float] | None = None,
-    align_clocks: bool = True,
-):
-    """The AnalysisConfig of the shared classification options (as ``analyze``)."""
-    from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
-
-    return AnalysisConfig(
-        comm_pattern=combine_comm_pattern(comm_pattern, replace=comm_pattern_only),
-        memcpy_as_comm=memcpy_as_comm,
-        overhead_thresholds=thresholds or {},
-        align_clocks=align_clocks,
-    )
-
-
-def analyse(
-    trace_path: Path,
-    config: Any,
-    *,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
-    keep_intervals: bool = True,
-) -> Any:
-    """Analyse one trace file or directory (an Analysis): each rank file where it is
-    read (the local pool, or a Dask cluster: ``scheduler``), then across ranks
-    (``domino_prof.engine``)."""
-    from domino_prof.engine import analyse_path
-
-    return analyse_path(
-        trace_path, config, rank=rank, skip_bad=skip_bad, scheduler=scheduler,
-        keep_intervals=keep_intervals,
-    )  # fmt: skip
-
-
-def skipped_notes(analysis: Any) -> list[str]:
-    """The notes naming files a directory load skipped (--skip-bad)."""
-    from domino_prof.analysis.overlap import SKIPPED
-    from domino_prof.analysis.results import notes_about
-
-    return notes_about(getattr(analysis, "notes", []), SKIPPED)
-
-
 def read_baseline(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate a baseline JSON file (ConfigError, exit 2, when unusable)."""
     from domino_prof.analysis.baseline import validate_baseline
@@ -203,16 +158,12 @@ def run_check(
     max_drop: float | None = None,
     op_pattern: str | None = None,
     mode: str | None = None,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
+    reading: Reading | None = None,
     max_critical_comm_ms: float | None = None,
     min_speedup: float | None = None,
 ) -> CheckOutcome:
-    """Evaluate the gate on PATH; raises DominoProfError (exit 2) on bad input.
+    """Evaluate the gate on PATH, its traces read as ``reading`` says (default: every
+    option off); raises DominoProfError (exit 2) on bad input.
 
     ``min_speedup`` (:func:`speedup_result`) gates the run's timed steps, not the
     traces: with it alone nothing is analysed."""
@@ -223,7 +174,7 @@ def run_check(
         exit_code,
         parse_phase,
     )
-    from domino_prof.analysis.overlap import NEGATIVE_DURATION_TOPIC
+    from domino_prof.analysis.rankwise import NEGATIVE_DURATION_TOPIC
     from domino_prof.analysis.results import notes_about
 
     # Validate the options before the (possibly slow) load.
@@ -252,11 +203,8 @@ def run_check(
         op_pattern=op_pattern,
         max_critical_comm_ms=max_critical_comm_ms,
     )
-    config = analysis_config(
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-    )
+    reading = Reading() if reading is None else reading
+    reading.config()  # a bad regex: one line, before the load
     target = resolve(path)
     if min_speedup is not None:
         _needs_run(target)
@@ -264,9 +212,7 @@ def run_check(
     results: list[RuleResult] = []
     emulation = _run_emulation(target)
     for m in modes:
-        analysis = analyse(
-            target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler
-        )
+        analysis = reading.analyse(target.modes[m])
         emulation = emulation or getattr(analysis, "emulation", None)
         tag = f"{m}: " if len(modes) > 1 else ""
         notes += [tag + n for n in skipped_notes(analysis)]
@@ -286,8 +232,6 @@ def run_check(
 
 def _run_emulation(target: Target) -> str | None:
     """run.json's emulation label (``rundata.comm_label``), None outside a run directory."""
-    from domino_prof.rundata import comm_label
-
     return comm_label(target.run.doc) if target.run is not None else None
 
 
@@ -325,7 +269,6 @@ def speedup_result(run: Run, mode: str, limit: float) -> RuleResult:
     run without the counterpart or without an interval (fewer than 6 blocks, a
     run.json from before blocks) is n/a (exit 2)."""
     from domino_prof.analysis.baseline import FAIL, NA, PASS, RuleResult
-    from domino_prof.rundata import BASE_MODE, mode_ratio
 
     base = BASE_MODE.get(mode)
     row = {"rule": "min-speedup", "rank": ALL_RANKS, "limit": limit, "mode": mode,
@@ -359,25 +302,18 @@ def baseline_document(
     path: str | os.PathLike,
     *,
     mode: str | None = None,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    rank: int | None = None,
-    skip_bad: bool = False,
-    scheduler: str | None = None,
+    reading: Reading | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The baseline of PATH (one mode of a run directory: ``mode``, else ``domino``)
-    and notes; ConfigError when it has no comm (a baseline that gates nothing)."""
+    """The baseline of PATH (one mode of a run directory: ``mode``, else ``domino``),
+    its traces read as ``reading`` says, and notes; ConfigError when it has no comm (a
+    baseline that gates nothing)."""
     from domino_prof.analysis.baseline import make_baseline
 
-    config = analysis_config(
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-    )
+    reading = Reading() if reading is None else reading
+    reading.config()  # a bad regex: one line, before the load
     target = resolve(path)
     (m,), notes = target.select(mode, default="one", verb="recording")
-    analysis = analyse(target.modes[m], config, rank=rank, skip_bad=skip_bad, scheduler=scheduler)
+    analysis = reading.analyse(target.modes[m])
     doc = make_baseline(analysis)
     if m:
         doc["run_mode"] = m

@@ -13,7 +13,8 @@ or enable the plugin (``pytest_plugins = ["domino_prof.pytest_plugin"]`` in a
 ``overlap_gate`` fixture, which is the same function.
 
 ``assert_overlap`` takes the options of ``domino-prof check`` as keyword
-arguments and raises ``AssertionError`` with the check table when a rule fails
+arguments (the rules; the reading options, e.g. ``comm_pattern``, ``rank``,
+``skip_bad``, ``scheduler``, are the fields of ``domino_prof.engine.Reading``) and raises ``AssertionError`` with the check table when a rule fails
 (exit 1) or a figure is n/a (exit 2). Bad input (no such trace, a malformed
 baseline, an op pattern that matches nothing) raises the usual
 ``domino_prof.errors.DominoProfError`` with its one-line message.
@@ -22,8 +23,9 @@ baseline, an op pattern that matches nothing) raises the usual
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from domino_prof.engine import Reading
 from domino_prof.gate import format_table, run_check
 
 if TYPE_CHECKING:
@@ -42,13 +44,13 @@ def assert_overlap(
     max_drop: float | None = None,
     op_pattern: str | None = None,
     mode: str | None = None,
-    comm_pattern: str | None = None,
-    comm_pattern_only: bool = False,
-    memcpy_as_comm: bool = False,
-    rank: int | None = None,
-    skip_bad: bool = False,
+    max_critical_comm_ms: float | None = None,
+    min_speedup: float | None = None,
+    **reading: Any,
 ) -> list[RuleResult]:
-    """Run the ``domino-prof check`` gate on ``path``; return its rows when all hold."""
+    """Run the ``domino-prof check`` gate on ``path``; return its rows when all hold.
+    ``reading``: the fields of :class:`~domino_prof.engine.Reading` (one bundle, as the
+    CLI builds it)."""
     outcome = run_check(
         path,
         min_hidden=min_hidden,
@@ -58,11 +60,9 @@ def assert_overlap(
         max_drop=max_drop,
         op_pattern=op_pattern,
         mode=mode,
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-        rank=rank,
-        skip_bad=skip_bad,
+        reading=Reading(**reading),
+        max_critical_comm_ms=max_critical_comm_ms,
+        min_speedup=min_speedup,
     )
     if outcome.exit_code != 0:
         notes = "".join(f"\nnote: {n}" for n in outcome.notes)

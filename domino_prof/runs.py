@@ -10,9 +10,11 @@
 
 A PATH argument is one of: a trace file or a directory of rank traces (no run around
 it), a run directory (or its run.json), or ``RUN_DIR/<mode>`` (one mode, with the run's
-context). :func:`resolve` says which; :meth:`Target.select` picks the modes a command
-works on (``--mode``, or the command's default: every mode for ``report``, the modes
-that overlap comm by design for ``check``, one mode for the others).
+context). ``rundir.resolve`` says which (re-exported here); ``Target.select`` picks the
+modes a command works on (``--mode``, or the command's default: every mode for
+``report``, the modes that overlap comm by design for ``check``, one mode for the
+others). That read side lives in ``domino_prof.rundir``, low in the layers, so the gate
+and the commands resolve PATH without importing this module (the orchestrator).
 
 The directory's life (section "lifecycle" below): ``run`` holds it with a lock file
 (``.domino-prof-run.lock``, flock'd; pid, start and command inside), writes run.json
@@ -22,7 +24,7 @@ an incomplete run finishes it from what is complete (``"partial"`` when modes or
 timed steps are missing). Readers refuse an incomplete run directory (naming the run
 in progress, or the way on); its mode directories read as plain traces.
 
-This module reads and writes run.json and assembles a run directory from what the
+This module writes run.json and assembles a run directory from what the
 ranks left (:func:`assemble`, :func:`refresh`); the trace engine, the analysis and
 the report are imported only there, so the launcher in ``reference_model/`` (which
 only starts and watches processes) never needs them. No torch import.
@@ -32,13 +34,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domino_prof.errors import ConfigError, OptionError, RunError, TraceError, opt
+from domino_prof import engine
+from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
-from domino_prof.reference_model.config import OVERLAP_MODES
+from domino_prof.reference_model.config import OVERLAP_MODES, RunConfig, comm_info
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -55,214 +57,36 @@ from domino_prof.rundata import (  # noqa: F401
     verdicts,
 )
 
+# the read side of a run directory (rundir.py), re-exported: runs' own users and older callers
+from domino_prof.rundir import (  # noqa: F401
+    LOCK_FILE,
+    PRIMARY_MODE,
+    RUN_JSON,
+    RUN_SCHEMA,
+    RUN_VERSION,
+    STATUS_COMPLETE,
+    STATUS_INCOMPLETE,
+    STATUS_PARTIAL,
+    Run,
+    Target,
+    incomplete,
+    lock_holder,
+    read_holder,
+    read_run,
+    resolve,
+    same_path,
+    trace_missing,
+    who,
+)
+
 if TYPE_CHECKING:
     from domino_prof.reference_model.config import RunConfig
 
-RUN_SCHEMA = "domino-prof/run"
-RUN_VERSION = 1
-RUN_JSON = "run.json"
-LOCK_FILE = ".domino-prof-run.lock"  # held (flock) by the `run` writing the directory
-# run.json "status": written "incomplete" before any rank starts, "complete" by assemble,
-# "partial" by --reanalyze of an interrupted run (some modes, or no timed steps); a
-# run.json without one (written before issue #22) is complete
-STATUS_INCOMPLETE, STATUS_COMPLETE, STATUS_PARTIAL = "incomplete", "complete", "partial"
-PRIMARY_MODE = "domino"  # the schedule the reference model exists to show
-
-
-# --------------------------------------------------------------------------- model
-@dataclass(frozen=True)
-class Run:
-    """A run directory and its run.json."""
-
-    path: Path
-    doc: dict
-
-    @property
-    def modes(self) -> list[str]:
-        return list(self.doc["modes"])
-
-    def entry(self, mode: str) -> dict:
-        e = self.doc["modes"].get(mode)
-        return e if isinstance(e, dict) else {}
-
-    def trace_dir(self, mode: str) -> Path:
-        return self.path / str(self.entry(mode).get("trace_dir", mode))
-
-    def overlaps(self, mode: str) -> bool:
-        """Whether the mode overlaps comm with compute by design (micro-batched, async
-        collectives: domino, domino-sp). tp and sp wait for every collective at once
-        (0 % hidden is right for them) and nocomm has no comm."""
-        flag = self.entry(mode).get("overlap")
-        return bool(flag) if isinstance(flag, bool) else mode in OVERLAP_MODES
-
-    def comparison(self, mode: str) -> dict | None:
-        """The mode's row of the comparison table (timed step, speedups)."""
-        rows = self.doc.get("comparison") or []
-        return next((r for r in rows if isinstance(r, dict) and r.get("mode") == mode), None)
-
-
-def read_run(directory: str | os.PathLike) -> Run:
-    """The run directory's run.json, validated (TraceError, exit 2, when unusable)."""
-    d = Path(directory)
-    f = d / RUN_JSON
-    try:
-        doc = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TraceError(f, f"cannot read run.json ({e})", "re-run `domino-prof run`") from None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("schema") != RUN_SCHEMA
-        or not isinstance(doc.get("modes"), dict)
-    ):
-        raise TraceError(
-            f,
-            f"not a domino-prof run.json (expected schema {RUN_SCHEMA!r} with a 'modes' table)",
-            "point at a trace file or directory instead",
-        )
-    if doc.get("status") == STATUS_INCOMPLETE:
-        holder = lock_holder(d)
-        if holder is not None:
-            raise TraceError(f, f"a run is in progress here ({_who(holder)})",
-                             "wait for it to finish")  # fmt: skip
-        raise TraceError(
-            f,
-            "the run did not finish (status incomplete: interrupted or a rank failed)",
-            f"`domino-prof run --reanalyze {d}` analyses the modes whose traces are complete",
-        )
-    if not doc["modes"]:
-        raise TraceError(f, "lists no modes", "re-run `domino-prof run`")
-    return Run(d, doc)
 
 
 def write_run(directory: str | os.PathLike, doc: dict) -> Path:
     """run.json, atomically (written last: a directory with run.json is complete)."""
     return atomic_write_json(Path(directory) / RUN_JSON, doc)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a PATH argument names.
-
-    ``modes``: mode -> trace path, in the run's order: every mode of a run directory,
-    the one mode of ``RUN_DIR/<mode>``, or ``{"": PATH}`` for traces outside a run."""
-
-    path: Path
-    run: Run | None
-    modes: dict[str, Path]
-
-    @property
-    def is_run_dir(self) -> bool:
-        return self.run is not None and self.run.path == self.path
-
-    def label(self, mode: str) -> str:
-        """A short name for one selected analysis: the mode, else the file or dir name."""
-        if mode:
-            return mode
-        return self.path.name.removesuffix(".gz").removesuffix(".json") or str(self.path)
-
-    def select(
-        self, mode: str | None = None, *, default: str = "one", verb: str = "using"
-    ) -> tuple[list[str], list[str]]:
-        """The modes to work on and notes for the reader (``verb`` starts them).
-
-        ``mode``: the user's ``--mode`` (one of the run's modes; it applies only to a
-        run directory or ``RUN_DIR/<mode>``). Without it, ``default`` decides: ``"all"``
-        every mode PATH covers; ``"overlap"`` the modes that overlap comm by design
-        (:meth:`Run.overlaps`); ``"one"`` the only mode, else ``domino`` (a note names
-        the others), else an error asking for ``--mode``. Plain traces are the one
-        unnamed mode ``""``."""
-        names = list(self.modes)
-        if self.run is None:
-            if mode is not None:
-                raise OptionError(
-                    f"{opt('mode')} {mode!r} applies to a run directory (one with run.json), "
-                    f"and {self.path} is not one; drop {opt('mode')} or point at the run "
-                    "directory"
-                )
-            return names, []
-        where = self.run.path / RUN_JSON
-        if mode is not None:
-            if mode not in self.run.modes:
-                raise OptionError(
-                    f"{opt('mode')} {mode!r} is not in {where} (modes: {', '.join(self.run.modes)})"
-                )
-            if mode not in self.modes:  # PATH is another mode's directory
-                raise OptionError(
-                    f"{opt('mode')} {mode!r} applies to a run directory, and {self.path} "
-                    f"holds the traces of mode {names[0]!r}; point at {self.run.path} or "
-                    f"drop {opt('mode')}"
-                )
-            return [mode], []
-        if len(names) == 1 or default == "all":
-            return names, []
-        if default == "overlap":
-            chosen = [m for m in names if self.run.overlaps(m)]
-            if not chosen:
-                raise OptionError(
-                    f"{where} has modes {', '.join(names)}, none of which overlaps comm by "
-                    f"design: pick one with {opt('mode')} NAME"
-                )
-            rest = ", ".join(m for m in names if m not in chosen)
-            s = "s" if len(chosen) > 1 else ""
-            which = ", ".join(f"'{m}'" for m in chosen)
-            note = (
-                f"{verb} mode{s} {which} of {where}: the mode{s} that overlap comm by "
-                f"design (not {rest}: tp and sp wait for every collective, nocomm has "
-                f"none; {opt('mode')} NAME picks one)"
-            )
-            return chosen, [note]
-        if PRIMARY_MODE in names:
-            others = ", ".join(m for m in names if m != PRIMARY_MODE)
-            note = (
-                f"{verb} mode '{PRIMARY_MODE}' of {where} (also has: {others}; use {opt('mode')})"
-            )
-            return [PRIMARY_MODE], [note]
-        raise OptionError(f"{where} has modes {', '.join(names)}: pick one with {opt('mode')} NAME")
-
-
-def resolve(path: str | os.PathLike) -> Target:
-    """PATH -> :class:`Target`. TraceError when it does not exist or its run.json is bad."""
-    p = Path(path)
-    if not p.exists():
-        raise TraceError(p, "no such file or directory", "check the path")
-    if p.is_file() and p.name == RUN_JSON:
-        p = p.parent
-    if p.is_dir() and (p / RUN_JSON).is_file():
-        run = read_run(p)
-        return Target(p, run, {m: run.trace_dir(m) for m in run.modes})
-    parent = p.parent if p.is_dir() else None
-    if parent is not None and (parent / RUN_JSON).is_file() and not _incomplete(parent):
-        run = read_run(parent)
-        for m in run.modes:
-            if _same(run.trace_dir(m), p):
-                return Target(p, run, {m: p})
-    return Target(p, None, {"": p})
-
-
-def _incomplete(d: Path) -> bool:
-    """Whether d/run.json says the run did not finish (its mode directories then read
-    as plain traces: what of them is there is complete, each trace written atomically)."""
-    try:
-        return json.loads((d / RUN_JSON).read_text(encoding="utf-8")).get("status") == (
-            STATUS_INCOMPLETE
-        )
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return False
-
-
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
-
-
-def trace_missing(trace_path: Path) -> TraceError:
-    return TraceError(
-        trace_path,
-        "trace directory named in run.json is missing",
-        "re-run `domino-prof run` or point at the traces",
-    )
 
 
 # --------------------------------------------------------------------------- assembly
@@ -299,8 +123,6 @@ def _comm_block(cfg: RunConfig) -> dict:
     """run.json's ``comm``: {kind: nccl | gloo | emulated, profile, profile_file, label}
     (``config.comm_info``); an emulated run's ``label`` is the one wording every number
     of it carries, ``emulated comm (profile NAME)``."""
-    from domino_prof.reference_model.config import comm_info
-
     return comm_info(cfg)
 
 
@@ -313,7 +135,7 @@ def refresh(out: Path) -> dict:
             f"{out}: no run.json here; point at a directory written by `domino-prof run`"
         )
     with claim(out, what="--reanalyze"):
-        if _incomplete(out):
+        if incomplete(out):
             return _finish(out)
         return _refresh(out)
 
@@ -366,7 +188,6 @@ def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
     installed (``pip install 'domino-prof[perfetto]'``); else one note says how."""
     if not analyses:
         return
-    from domino_prof.errors import DominoProfError
     from domino_prof.export import perfetto
 
     if not perfetto.available():
@@ -407,11 +228,9 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
     try:
         from domino_prof.analysis import AnalysisConfig
         from domino_prof.analysis.document import encode
-        from domino_prof.engine import analyse_path
     except ImportError as e:  # the trace engine is optional for a bare run
         run["notes"].append(f"traces not analysed: {e}")
         return {}, {}
-    from domino_prof.errors import DominoProfError
 
     analyses, failed = {}, {}
     for mode, r in run["modes"].items():
@@ -419,7 +238,7 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
             # the engine, as analyze/report/check: each rank parsed and analysed by one
             # job (in-process for a small run, a process pool for big rank files), so a
             # run's own analysis has the engine's memory bound (the same document bytes)
-            a = analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
+            a = engine.analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
         except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
             run["notes"].append(f"{mode}: traces not analysed: {e}")
             r["hidden_pct"] = None
@@ -451,45 +270,6 @@ class Interrupted(RunError):
             f"interrupted; {out / RUN_JSON} marks the run incomplete; `domino-prof run "
             f"--reanalyze {out}` analyses the modes whose traces are complete"
         )
-
-
-def _who(holder: dict) -> str:
-    parts = [f"pid {holder.get('pid')}"]
-    if holder.get("started"):
-        parts.append(f"started {holder['started']}")
-    if holder.get("command"):
-        parts.append(f"`{holder['command']}`")
-    return ", ".join(parts)
-
-
-def _read_holder(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8") or "{}")
-        return doc if isinstance(doc, dict) else {}
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-
-
-def lock_holder(out: str | os.PathLike) -> dict | None:
-    """Who holds the run directory's lock (pid, started, command), None when nobody."""
-    import fcntl
-
-    path = Path(out) / LOCK_FILE
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return _read_holder(path) or {"pid": "?"}
-    except OSError:
-        return None
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 class claim:  # noqa: N801 - used as a context manager, like open()
@@ -529,17 +309,17 @@ class claim:  # noqa: N801 - used as a context manager, like open()
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                holder = _read_holder(path)
+                holder = read_holder(path)
                 raise ConfigError(
-                    f"{self.what} {out}: a run is in progress there ({_who(holder)}); "
+                    f"{self.what} {out}: a run is in progress there ({who(holder)}); "
                     "wait for it to finish or give another --out"
                 ) from None
             except OSError:  # no flock on this file system: the pid decides
-                holder = _read_holder(path)
+                holder = read_holder(path)
                 if _alive(holder.get("pid")) and holder.get("pid") != os.getpid():
                     os.close(fd)
                     raise ConfigError(
-                        f"{self.what} {out}: a run is in progress there ({_who(holder)}); "
+                        f"{self.what} {out}: a run is in progress there ({who(holder)}); "
                         "wait for it to finish or give another --out"
                     ) from None
             try:  # the file we locked is still the lock file (not one just released)
@@ -643,8 +423,6 @@ def _finish(out: Path) -> dict:
     else the modes whose traces are complete (a trace per rank), without timed steps
     (the ranks write those when every mode is done): status "partial", and notes say
     what is missing."""
-    from domino_prof.reference_model.config import RunConfig
-
     doc = json.loads((out / RUN_JSON).read_text(encoding="utf-8"))
     try:
         cfg = RunConfig.from_dict(doc["config"])

@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 from tracegen import MAIN_TID, TraceBuilder
 
-from domino_prof.analysis import analyze
 from domino_prof.analysis.attribution import context, iteration_at, step_windows
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

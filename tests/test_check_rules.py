@@ -312,7 +312,7 @@ def test_selections_use_the_analysis_compute_reference_on_cpu_traces(tmp_path):
     """
     from tracegen import TraceBuilder
 
-    from domino_prof.analysis import analyze
+    from domino_prof.engine import analyze
     from domino_prof.trace import load_trace
 
     b = TraceBuilder(rank=0, world_size=1, backend="gloo")

@@ -18,8 +18,8 @@ from test_switches import load
 from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.ranks import ALIGN_TOPIC
+from domino_prof.engine import analyze
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 N = 40
@@ -60,7 +60,7 @@ def jitter_docs(seed: int, *, hosts: dict[int, str | None] = HOSTS, offset_us=OF
 
 def _across(tmp_path, docs, **cfg):
     trace, iv = load(tmp_path, docs=docs)
-    out = analyze_overheads(trace, iv, AnalysisConfig(**cfg))
+    out = analyze(trace, AnalysisConfig(**cfg)).overheads
     return out["across_ranks"], out["notes"]
 
 

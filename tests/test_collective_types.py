@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import AnalysisConfig, analyze
+from domino_prof.analysis import AnalysisConfig
 from domino_prof.analysis.overlap import collective_type
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 US = 1000

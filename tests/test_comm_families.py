@@ -14,9 +14,10 @@ import pytest
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
-from domino_prof.analysis import AnalysisConfig, analyze, combine_comm_pattern
+from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
 from domino_prof.analysis.results import notes_about
 from domino_prof.cli import app
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 US = 1000

@@ -421,7 +421,8 @@ def test_report_banner_on_the_first_screen(marked, tmp_path):
 
 def test_run_report_banner_from_run_json(marked, emulated_run):
     pytest.importorskip("plotly")
-    from domino_prof.analysis import AnalysisConfig, analyze
+    from domino_prof.analysis import AnalysisConfig
+    from domino_prof.engine import analyze
     from domino_prof.report.page import render_run_report
     from domino_prof.trace import load_trace
 

@@ -1,7 +1,7 @@
 """Per-rank map, cross-rank reduce (``domino_prof/engine.py``).
 
 The local process pool and a Dask cluster (a ``LocalCluster`` of 2 worker processes)
-give the same JSON document, byte for byte, as ``analysis.analyze`` of the loaded trace
+give the same JSON document, byte for byte, as ``engine.analyze`` of the loaded trace
 (one pass over all ranks in memory), cross-rank section included; a rank file that
 cannot be read or analysed is named, and skipped with ``skip_bad``.
 """
@@ -18,10 +18,10 @@ import pytest
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
-from domino_prof.analysis import AnalysisConfig, analyze
+from domino_prof.analysis import AnalysisConfig
 from domino_prof.analysis.document import encode, read_document, table
 from domino_prof.cli import app
-from domino_prof.engine import analyse_path
+from domino_prof.engine import analyse_path, analyze
 from domino_prof.errors import TraceError
 from domino_prof.trace import load_trace
 

@@ -9,12 +9,9 @@ from test_switches import load, two_stream_rank
 
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.findings import build_findings
-from domino_prof.analysis.overheads import (
-    DEFAULT_THRESHOLDS,
-    analyze_overheads,
-    resolve_thresholds,
-)
+from domino_prof.analysis.overheads import DEFAULT_THRESHOLDS, resolve_thresholds
 from domino_prof.commands._findings import findings_table, format_where
+from domino_prof.engine import analyze
 from domino_prof.errors import ConfigError
 
 
@@ -52,7 +49,7 @@ def test_thresholds_override_defaults():
 def test_unknown_threshold_through_analyze(tmp_path):
     trace, iv = load(tmp_path, two_stream_rank())
     with pytest.raises(ConfigError, match="valid keys"):
-        analyze_overheads(trace, iv, AnalysisConfig(overhead_thresholds={"nope": 1}))
+        analyze(trace, AnalysisConfig(overhead_thresholds={"nope": 1})).overheads
 
 
 def test_ranking_and_severity_bands():
@@ -80,7 +77,7 @@ def test_ranking_and_severity_bands():
 
 def test_findings_table_prints_every_finding(tmp_path):
     trace, iv = load(tmp_path, launch_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     text = render(findings_table(out))
     assert "host_bound" not in text  # titles, not ids, are shown
     assert "Host-bound launches" in text and "0.023 ms/step" in text

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 from gloo_job import run_job
 
-from domino_prof.analysis import analyze
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 pytestmark = pytest.mark.slow

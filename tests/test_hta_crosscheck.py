@@ -33,7 +33,7 @@ import pytest
 from test_overlap import build_rank0, build_rank1
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import analyze
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 from domino_prof.trace.schema import DEVICE_CATS, Trace
 

@@ -13,8 +13,8 @@ from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.launches import graph_candidates, launch_table
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 
 
 def launch_rank() -> TraceBuilder:
@@ -64,7 +64,7 @@ def test_launch_table_exact(tmp_path):
 
 def test_launch_section(tmp_path):
     trace, iv = load(tmp_path, launch_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out.to_json(), allow_nan=False)
     la = out["launches"]
     assert la["computed"] and la["n_launched"] == 8 and la["n_without_launch_call"] == 0
@@ -157,7 +157,7 @@ def test_device_idle_is_a_union_and_between_step_gaps_are_apart(tmp_path):
     b.kernel("k2", stream=7, start=30, dur=10, launch=20)
     b.kernel("k3", stream=7, start=70, dur=10, launch=60)
     _trace, iv = load(tmp_path, b)
-    la = analyze_overheads(_trace, iv, AnalysisConfig())["launches"]
+    la = analyze(_trace, AnalysisConfig()).overheads["launches"]
     it = {r["iteration"]: r for r in la["per_iteration"]}
     assert it[1]["host_bound_device_idle_ns"] == 15_000
     assert it[1]["host_bound_idle_ns"] == 35_000 and it[1]["n_host_bound"] == 2
@@ -224,7 +224,7 @@ def test_hip_launch_apis_and_hip_graphs(tmp_path):
         3_000, 3_000, 3_000, 4_000, 1_000, 0, 5_000, 0, 0, 8_000,
     ]  # fmt: skip
     assert lt["tiny"].tolist() == [False, True, True] + [False] * 6 + [True]
-    la = analyze_overheads(trace, iv, AnalysisConfig())["launches"]
+    la = analyze(trace, AnalysisConfig()).overheads["launches"]
     assert (la["n_launched"], la["n_graph_launched"], la["n_blocking_launches"]) == (10, 3, 1)
     assert la["host_bound_idle_ns"] == 79_000 and la["n_host_bound"] == 7
     assert la["n_tiny"] == 3 and la["tiny_share"] == pytest.approx(0.3)
@@ -241,7 +241,7 @@ def test_unknown_launch_api_is_named_in_a_note(tmp_path):
     b.kernel("k1", stream=7, start=10, dur=5, launch=1)
     b.kernel("k2", stream=7, start=30, dur=5, launch=20, launch_name="hipFutureLaunch")
     trace, iv = load(tmp_path, b)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     assert out["launches"]["n_launched"] == 1
     (note,) = notes_about(out["notes"], "launches")
     assert "are joined to calls that are not known launch APIs" in note

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from domino_prof.analysis import analyze
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 T0 = 1_620_000_000_000_000  # absolute µs (May 2021)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import AnalysisConfig, analyze, combine_comm_pattern
+from domino_prof.analysis import AnalysisConfig, combine_comm_pattern
 from domino_prof.analysis.classify import innermost_containing, leaf_ops
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 from domino_prof.errors import ConfigError, TraceError
 from domino_prof.trace import load_trace
 

@@ -28,9 +28,9 @@ runner = CliRunner()
 
 
 def _analyse(path, **kw):
-    from domino_prof.gate import analyse, analysis_config
+    from domino_prof.engine import Reading
 
-    return analyse(Path(path), analysis_config(**kw))
+    return Reading(**kw).analyse(Path(path))
 
 
 def _tracks(d: pf.Decoded) -> dict[tuple[str, str], list[int]]:
@@ -187,8 +187,9 @@ def test_fixture_slices_equal_the_analysis(tmp_path):
 def test_two_hosts_are_drawn_on_the_aligned_clock(tmp_path):
     """test_ranks' three ranks, rank 2 on host-b whose clock reads 1000 µs ahead: the
     export shows rank 2's kernels 1000 µs earlier than in its file, and says so."""
-    from test_ranks import rank_doc
     import json
+
+    from test_ranks import rank_doc
 
     d = tmp_path / "t"
     d.mkdir()

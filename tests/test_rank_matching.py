@@ -15,9 +15,9 @@ from test_switches import load
 from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.ranks import step_invariant_violations
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 NCCL_AG = "ncclDevKernel_AllGather_RING_LL"
@@ -38,7 +38,7 @@ def _rank(r: int, world: int, colls, *, steps=((6, 0, 100),), shift: float = 0.0
 
 def _overheads(tmp_path, docs):
     trace, iv = load(tmp_path, docs=docs)
-    return analyze_overheads(trace, iv, AnalysisConfig())
+    return analyze(trace, AnalysisConfig()).overheads
 
 
 def test_different_counts_are_left_out_not_paired_by_order(tmp_path):
@@ -153,7 +153,7 @@ def test_no_per_step_figure_exceeds_its_step(tmp_path, seed):
                                           "Collective name": "allreduce"})  # fmt: skip
         docs[f"rank{r}.json"] = b.to_dict()
     trace, iv = load(tmp_path, docs=docs)
-    ar = analyze_overheads(trace, iv, AnalysisConfig())["across_ranks"]
+    ar = analyze(trace, AnalysisConfig()).overheads["across_ranks"]
     assert ar["computed"] is True and ar["n_instances"] == 12
     spans = (
         iv.loc[iv["iteration"] >= 0]

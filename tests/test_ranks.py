@@ -13,8 +13,8 @@ from test_switches import load
 from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 # true (common-clock) start of each all-reduce on ranks 0, 1, 2; all end at `end`
@@ -54,7 +54,7 @@ def load_ranks(tmp_path, *, with_seq=True, hosts=True, shift_b=None):
 @pytest.mark.parametrize("with_seq", [True, False])
 def test_two_hosts_offset_skew_and_late_rank(tmp_path, with_seq):
     trace, iv = load_ranks(tmp_path, with_seq=with_seq)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out.to_json(), allow_nan=False)
     ar = out["across_ranks"]
     assert ar["computed"] is True
@@ -116,7 +116,7 @@ def test_two_hosts_offset_skew_and_late_rank(tmp_path, with_seq):
 def test_one_host_no_names_no_alignment(tmp_path):
     """No host names: ranks share one clock (said so); same skews without offsets."""
     trace, iv = load_ranks(tmp_path, hosts=False)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     ar = out["across_ranks"]
     assert [h["offset_ns"] for h in ar["hosts"]] == [0]
     assert ar["skew"]["total_ns"] == 110_000 and ar["late_rank"] == 2
@@ -131,7 +131,7 @@ def test_unnamed_hosts_with_shifted_clock_are_not_aligned(tmp_path):
     + 1050 µs (a wait far above the step); now nothing is reported, and the note says
     why (largest gap 1090 - 100 = 990 µs, on the first collective)."""
     trace, iv = load_ranks(tmp_path, hosts=False, shift_b=True)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     ar = out["across_ranks"]
     assert ar["computed"] is False and ar["n_implausible"] == 3
     assert ar["reason"] == (
@@ -159,7 +159,7 @@ def test_gloo_cpu_trace_matches_by_order(tmp_path):
         b.cpu("aten::mm", 0, 9)
         docs[f"rank{r}.json"] = b.to_dict()
     trace, iv = load(tmp_path, docs=docs)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out.to_json(), allow_nan=False)
     ar = out["across_ranks"]
     assert ar["matching"] == "order_within_group" and ar["n_instances"] == 2
@@ -173,7 +173,7 @@ def test_gloo_cpu_trace_matches_by_order(tmp_path):
 
 def test_single_rank_says_not_computed(tmp_path):
     trace, iv = load(tmp_path, docs={"rank0.json": rank_doc(0, with_seq=True, hosts=False)})
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     assert out["across_ranks"] == {"computed": False, "reason": out.across_ranks.reason}
     assert out.across_ranks.reason.startswith("the trace has one rank")
     (note,) = notes_about(out["notes"], "across_ranks")
@@ -192,7 +192,7 @@ def test_order_matching_is_per_iteration(tmp_path):
             b.kernel(NCCL, stream=13, start=s, dur=t0 + 50 - s, launch=s - 5)
         docs[f"rank{r}.json"] = b.to_dict()
     trace, iv = load(tmp_path, docs=docs)
-    ar = analyze_overheads(trace, iv, AnalysisConfig())["across_ranks"]
+    ar = analyze(trace, AnalysisConfig()).overheads["across_ranks"]
     assert ar["matching"] == "order_within_group" and ar["n_instances"] == 1
     assert ar["skew"]["total_ns"] == 10_000 and ar["late_rank"] == 1
 
@@ -263,7 +263,7 @@ def test_real_gloo_late_rank(tmp_path):
     assert late_sum[1] > 30_000_000  # two all_reduces ~30 ms late each (minus slack)
 
     trace, iv = load_trace_dir(out)
-    out_ = analyze_overheads(trace, iv, AnalysisConfig())
+    out_ = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out_.to_json(), allow_nan=False)
     ar = out_["across_ranks"]
     assert ar["n_instances"] == 4 and ar["late_rank"] == 1
@@ -303,7 +303,7 @@ def test_real_h200_late_rank_matches_plain_python():
     skews = [abs(a - b) for a, b in zip(starts[0], starts[1])]
     late1 = sum(b - a for a, b in zip(starts[0], starts[1]) if b > a)
     trace, iv = load_trace_dir(path)
-    ar = analyze_overheads(trace, iv, AnalysisConfig())["across_ranks"]
+    ar = analyze(trace, AnalysisConfig()).overheads["across_ranks"]
     assert ar["n_instances"] == len(skews) == 2
     assert ar["skew"]["total_ns"] == sum(skews) and ar["late_rank"] == 1
     assert {s["rank"]: s["skew_caused_ns"] for s in ar["stragglers"]}[1] == late1 == sum(skews)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from domino_prof.analysis import analyze
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 DATA = Path(__file__).parent / "data" / "h200_llama3_3b_2layers_tp2"

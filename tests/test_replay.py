@@ -13,11 +13,11 @@ import pytest
 from test_switches import load
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import analyze, replay
+from domino_prof.analysis import replay
 from domino_prof.analysis.config import AnalysisConfig
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.replay import cpu_profiled_step
 from domino_prof.analysis.results import notes_about
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -45,7 +45,7 @@ def sync_starves_rank() -> TraceBuilder:
 
 def test_a_sync_that_starves_the_device_gets_its_exact_gain(tmp_path):
     trace, iv = load(tmp_path, sync_starves_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     w = out["whatif"]
     assert w["explained"] is True and w["profiled_step_ms"] == pytest.approx(0.040)
     # without the sync the host reaches k2's launch at 2 + 4 = 6 µs; k2 keeps its 5 µs
@@ -70,7 +70,7 @@ def test_a_sync_while_the_device_is_busy_gains_nothing(tmp_path):
     b.kernel("gemm_k2", stream=7, start=46, dur=10, launch=1)  # queued: no idle
     b.runtime("cudaStreamSynchronize", 2, 55)  # returns at 57, after k2
     trace, iv = load(tmp_path, b)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     assert gains(out)["no_syncs"] == 0.0
 
 
@@ -90,7 +90,7 @@ def coupled_rank(rank: int) -> TraceBuilder:
 
 def test_collectives_wait_for_their_peers(tmp_path):
     trace, iv = load(tmp_path, coupled_rank(0), coupled_rank(1))
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     w = out["whatif"]
     assert w["explained"] is True and w["n_coupled"] == 2
     assert w["profiled_step_ms"] == pytest.approx(0.066)  # both walls 5 -> 71
@@ -223,7 +223,7 @@ def test_a_graph_too_large_is_not_replayed_and_says_so(tmp_path, monkeypatch):
 
     monkeypatch.setattr(replay, "REPLAY_MAX_NODES", 4)  # the trace has 5 nodes
     trace, iv = load(tmp_path, sync_starves_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     assert out["whatif"]["computed"] is False and "exceed the 4" in out["whatif"]["reason"]
     f = next(f for f in out["findings"] if f["id"] == "blocking_sync")
     assert f["est_gain_ms_per_step"] is None and "no gain estimate" in f["detail"]
@@ -244,7 +244,7 @@ def gloo_rank() -> TraceBuilder:
 
 def test_cpu_gloo_replay_threads_as_streams(tmp_path):
     trace, iv = load(tmp_path, gloo_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     w = out["whatif"]
     assert w["explained"] is True and w["profiled_step_ms"] == pytest.approx(0.036)
     g = gains(out)
@@ -286,7 +286,7 @@ def test_a_trace_without_runtime_calls_says_why_not_an_index_error(tmp_path):
     b.kernel("gemm_k1", stream=7, start=5, dur=20)
     b.kernel("gemm_k2", stream=7, start=30, dur=10)
     trace, iv = load(tmp_path, b)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     notes = " ".join(str(n) for n in out["notes"])
     assert "IndexError" not in notes and "not built" not in notes
     # the what-if's own note (topic replay) says why it has no step
@@ -312,7 +312,7 @@ def event_sync_of_an_old_event() -> TraceBuilder:
 
 def test_an_event_sync_waits_for_its_event_not_the_streams_last_launch(tmp_path):
     trace, iv = load(tmp_path, event_sync_of_an_old_event())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     w = out["whatif"]
     assert w["explained"] is True and w["profiled_step_ms"] == pytest.approx(0.055)
     assert w["n_dropped_edges"] == 0  # k3 (ends 50) as its target broke causality

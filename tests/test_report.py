@@ -29,9 +29,9 @@ from rundirs import write_run_dir
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
-from domino_prof.analysis import analyze
 from domino_prof.analysis import timeline as tl
 from domino_prof.cli import app
+from domino_prof.engine import analyze
 from domino_prof.report import figures as F
 from domino_prof.report import write_compare, write_report
 from domino_prof.report.page import render_report

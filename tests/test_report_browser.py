@@ -16,7 +16,7 @@ import pytest
 from browser import Browser, find_chromium
 from test_report import domino_trace, make_run_dir
 
-from domino_prof.analysis import analyze
+from domino_prof.engine import analyze
 from domino_prof.report import write_compare, write_report, write_run_report
 from domino_prof.runs import resolve
 from domino_prof.trace import load_trace

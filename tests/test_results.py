@@ -15,7 +15,6 @@ import pytest
 from test_launches import launch_rank
 from tracegen import TraceBuilder
 
-from domino_prof.analysis import analyze
 from domino_prof.analysis.results import (
     AcrossRanks,
     Finding,
@@ -26,6 +25,7 @@ from domino_prof.analysis.results import (
     StreamSwitches,
     Where,
 )
+from domino_prof.engine import analyze
 from domino_prof.report import figures as F
 from domino_prof.trace import load_trace
 

@@ -1,6 +1,6 @@
 """`run` analyses its modes through the engine (issue 24, item 2): the same path as
 analyze / report / check, so a run's own analysis has the engine's per-rank jobs and
-memory bound, and the documents it writes are those of `analysis.analyze` on the loaded
+memory bound, and the documents it writes are those of `engine.analyze` on the loaded
 trace, byte for byte."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import shutil
 from pathlib import Path
 
 from domino_prof import engine, runs
-from domino_prof.analysis import AnalysisConfig, analyze
+from domino_prof.analysis import AnalysisConfig
 from domino_prof.analysis.document import encode
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 DATA = Path(__file__).parent / "data" / "cpu_gloo_tp2"

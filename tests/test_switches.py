@@ -16,9 +16,9 @@ from tracegen import TraceBuilder
 
 from domino_prof.analysis.classify import classify
 from domino_prof.analysis.config import AnalysisConfig
-from domino_prof.analysis.overheads import analyze_overheads
 from domino_prof.analysis.results import notes_about
 from domino_prof.analysis.switches import switch_edges
+from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
 
 COMPUTE, COMM = 7, 13
@@ -89,7 +89,7 @@ def test_edges_and_gaps_from_cuda_sync(tmp_path):
 
 def test_switch_section_per_iteration_and_op(tmp_path):
     trace, iv = load(tmp_path, two_stream_rank())
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out.to_json(), allow_nan=False)  # JSON-ready, no NaN
     sw = out["stream_switches"]
     assert sw["source"] == "cuda_sync"
@@ -136,7 +136,7 @@ def test_switch_section_per_iteration_and_op(tmp_path):
 def test_threshold_suppresses_flag(tmp_path):
     trace, iv = load(tmp_path, two_stream_rank())
     cfg = AnalysisConfig(overhead_thresholds={"switch_gap_share": 0.25})
-    out = analyze_overheads(trace, iv, cfg)
+    out = analyze(trace, cfg).overheads
     assert out["stream_switches"]["per_iteration"][0]["flagged"] is False
     assert "stream_switch_gap" not in [f["id"] for f in out["findings"]]
 
@@ -158,7 +158,7 @@ def test_fallback_to_runtime_calls_says_so(tmp_path):
     assert e["switch_gap_ns"].tolist() == [5_000, 2_000, -1]
     assert e["unresolved"].tolist() == [False, False, True]
     assert e["wait_on_stream"].tolist() == [COMPUTE, COMPUTE, COMM]
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     assert out["stream_switches"]["source"] == "runtime_calls"
     assert out["stream_switches"]["switch_gap"]["total_ns"] == 7_000
     fell_back, unresolved = notes_about(out["notes"], "stream_switches")
@@ -195,7 +195,7 @@ def test_no_runtime_events_says_what_is_missing(tmp_path):
     b.kernel("gemm", stream=7, start=10, dur=20)
     b.kernel(NCCL, stream=13, start=15, dur=10)
     trace, iv = load(tmp_path, b)
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     json.dumps(out.to_json(), allow_nan=False)
     assert out["stream_switches"]["source"] == "none"
     # not computed, and why, in the typed result (no note text to parse)
@@ -318,7 +318,7 @@ def test_cupti13_waits_without_record_correlation(tmp_path):
     assert e["wait_on_stream"].tolist() == [COMPUTE, COMM]
     assert e["switch_gap_ns"].tolist() == [5_000, -1]
     assert e["unresolved"].tolist() == [False, True]
-    out = analyze_overheads(trace, iv, AnalysisConfig())
+    out = analyze(trace, AnalysisConfig()).overheads
     sw = out["stream_switches"]
     assert (sw["n_inferred"], sw["n_unresolved"], sw["switch_gap"]["total_ns"]) == (2, 1, 5_000)
     cupti, _unresolved = notes_about(out["notes"], "stream_switches")

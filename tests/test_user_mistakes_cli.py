@@ -440,7 +440,7 @@ GPU_WORDS = r"\b(gpus?|devices?|streams?|kernels?|links?|nvlink|cuda)\b"
 def test_a_cpu_report_speaks_of_threads_and_cores(tmp_path):
     import re
 
-    from domino_prof.analysis import analyze
+    from domino_prof.engine import analyze
     from domino_prof.report.page import render_report
     from domino_prof.trace import load_trace
 

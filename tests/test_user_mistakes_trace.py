@@ -15,11 +15,10 @@ import pytest
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
-from domino_prof.analysis import analyze
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.results import notes_about
 from domino_prof.cli import app
-from domino_prof.engine import analyse_path
+from domino_prof.engine import analyse_path, analyze
 from domino_prof.errors import TraceError
 from domino_prof.trace import load_trace
 

@@ -38,6 +38,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof import __version__
+from domino_prof.analysis.document import Analysis
+from domino_prof.analysis.overlap import ComputeReference, comm_overlap
 from domino_prof.errors import ConfigError, OptionError, opt
 
 BASELINE_SCHEMA = "domino-prof/baseline"
@@ -133,7 +136,7 @@ def _clean_pct(x: object) -> float | None:
     return None if math.isnan(x) else x
 
 
-def n_iterations_by_rank(analysis: Any) -> dict[int, int]:
+def n_iterations_by_rank(analysis: Analysis) -> dict[int, int]:
     """Profiled steps per rank: the ``by_iteration`` rows with iteration >= 0;
     ranks without any fall back to ``totals["n_iterations"]`` (0 if absent)."""
     out: dict[int, int] = {}
@@ -174,7 +177,7 @@ def _assemble(
     return out
 
 
-def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
+def _interval_figures(analysis: Analysis, comm_mask: pd.Series, by: list[str]) -> pd.DataFrame:
     """Exact comm/hidden ns of the selected comm intervals, grouped by ``by`` (rank first).
 
     Per (group, device): C = |∪ selected comm|, H = |(∪ selected comm) ∩ compute
@@ -182,8 +185,6 @@ def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.
     overlap routine (``overlap.comm_overlap``), with the union taken over the selection
     (so comm running concurrently for two selected ops counts once).
     """
-    from domino_prof.analysis.overlap import ComputeReference, comm_overlap
-
     iv = analysis.intervals
     ref = getattr(analysis, "reference", None)
     if ref is None:  # a frame-only analysis (tests, old pickles): its compute rows
@@ -197,7 +198,7 @@ def _interval_figures(analysis: Any, comm_mask: pd.Series, by: list[str]) -> pd.
     return keys.groupby(by, sort=True)[["comm_ns", "hidden_ns"]].sum().reset_index()
 
 
-def op_names_with_comm(analysis: Any) -> list[str]:
+def op_names_with_comm(analysis: Analysis) -> list[str]:
     """Names of the ops that launched comm (the values an op pattern is matched against)."""
     frame = analysis.by_op
     if not len(frame):
@@ -206,7 +207,7 @@ def op_names_with_comm(analysis: Any) -> list[str]:
     return sorted({str(o) for o in rows["op"]})
 
 
-def select_ops(analysis: Any, pattern: re.Pattern[str]) -> list[str]:
+def select_ops(analysis: Analysis, pattern: re.Pattern[str]) -> list[str]:
     """Op names launching comm that ``pattern`` finds (``re.search``); an error when none.
 
     A pattern that matches nothing must never turn into a silently passing gate.
@@ -230,7 +231,7 @@ def select_ops(analysis: Any, pattern: re.Pattern[str]) -> list[str]:
 
 
 def figures(
-    analysis: Any, *, phase: str | None = None, op_pattern: str | re.Pattern[str] | None = None
+    analysis: Analysis, *, phase: str | None = None, op_pattern: str | re.Pattern[str] | None = None
 ) -> dict[int, Figures]:
     """Per-rank figures for a selection of comm (``phase``: None/forward/backward/...).
 
@@ -264,15 +265,13 @@ def figures(
 
 
 # --------------------------------------------------------------------------- baseline
-def make_baseline(analysis: Any) -> dict[str, Any]:
+def make_baseline(analysis: Analysis) -> dict[str, Any]:
     """The versioned figures a later ``check --baseline`` compares against.
 
     ``per_rank[r]`` holds every rank (``hidden_pct`` null when it has no comm);
     ``per_phase[r]`` and ``per_op[r]`` hold only phases / ops that have comm.
     Keys are strings (JSON); all times are int ns.
     """
-    from domino_prof import __version__
-
     per_rank = {}
     for r, f in figures(analysis).items():
         per_rank[str(r)] = {
@@ -302,7 +301,7 @@ def make_baseline(analysis: Any) -> dict[str, Any]:
     }
 
 
-def _classification(analysis: Any) -> dict[str, Any] | None:
+def _classification(analysis: Analysis) -> dict[str, Any] | None:
     """The analysis settings that change what is comm (a check compares them)."""
     cfg = getattr(analysis, "config", None)
     if cfg is None:
@@ -310,7 +309,7 @@ def _classification(analysis: Any) -> dict[str, Any] | None:
     return {"comm_pattern": cfg.comm_pattern, "memcpy_as_comm": bool(cfg.memcpy_as_comm)}
 
 
-def config_mismatch(baseline: Mapping[str, Any], analysis: Any) -> str | None:
+def config_mismatch(baseline: Mapping[str, Any], analysis: Analysis) -> str | None:
     """A note when the baseline classified comm differently from ``analysis``."""
     then, now = baseline.get("config"), _classification(analysis)
     if not isinstance(then, Mapping) or now is None:
@@ -455,7 +454,7 @@ def _fmt(x: float | None, unit: str) -> str:
     return f"{x:.2f}%" if unit == "%" else f"{x:.3f} ms"
 
 
-def evaluate(analysis: Any, rules: CheckRules) -> list[RuleResult]:
+def evaluate(analysis: Analysis, rules: CheckRules) -> list[RuleResult]:
     """Apply ``rules`` to ``analysis``: one result per rule and rank, in rank order.
 
     Raises ConfigError (exit 2) when the selection is empty (an op pattern that
@@ -485,7 +484,7 @@ def evaluate(analysis: Any, rules: CheckRules) -> list[RuleResult]:
     return out
 
 
-def max_critical_comm(analysis: Any, ceiling: float) -> list[RuleResult]:
+def max_critical_comm(analysis: Analysis, ceiling: float) -> list[RuleResult]:
     """Per rank: the exposed comm on its critical path (analysis.replay), mean ms per
     profiled step, against ``ceiling``. n/a when the step was not replayed or the replay
     does not reproduce it (docs/METRICS.md "Extension: replay model")."""
@@ -591,7 +590,9 @@ def _drop(
     )
 
 
-def _vs_baseline(analysis: Any, rules: CheckRules, pat: re.Pattern[str] | None) -> list[RuleResult]:
+def _vs_baseline(
+    analysis: Analysis, rules: CheckRules, pat: re.Pattern[str] | None
+) -> list[RuleResult]:
     base = rules.baseline
     assert base is not None and rules.max_drop is not None
     max_drop = float(rules.max_drop)
@@ -674,7 +675,7 @@ def _vs_baseline(analysis: Any, rules: CheckRules, pat: re.Pattern[str] | None) 
     return out
 
 
-def _op_table(analysis: Any, phase: str | None) -> dict[tuple[int, str], float | None]:
+def _op_table(analysis: Analysis, phase: str | None) -> dict[tuple[int, str], float | None]:
     """(rank, op) -> current hidden % (by_op; restricted to a phase via intervals)."""
     frame = analysis.by_op
     if phase is None:

@@ -41,6 +41,8 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
     CommFamily,
 )
+from domino_prof.analysis.reference import ComputeReference
+from domino_prof.analysis.results import Note
 from domino_prof.errors import NoActivityError, TraceError
 from domino_prof.trace.schema import DEVICE_CATS, MTIA_DEVICE_CAT, Trace
 
@@ -88,8 +90,6 @@ class Classified:
     @property
     def reference(self):
         """The compute reference as ``overlap.ComputeReference``."""
-        from domino_prof.analysis.overlap import ComputeReference
-
         return ComputeReference(self.ref_rank, self.ref_device, self.ref_start, self.ref_end)
 
 
@@ -343,8 +343,6 @@ def step_counts(ctx: Context) -> dict[str, int]:
 
 def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
     """The classification notes of a trace from its counts (summed over ranks)."""
-    from domino_prof.analysis.results import Note
-
     c = counts
     notes: list[str] = []
     if c.get("n_zero_steps"):

@@ -22,6 +22,7 @@ import pandas as pd
 
 from domino_prof.analysis import intervals as ivm
 from domino_prof.analysis.attribution import tuple_ids
+from domino_prof.analysis.classify import leaf_ops
 
 OVERLAP_FRACTION = 0.5  # "overlapped": more than this share of the interval under comm
 TAX_COLUMNS = ("rank", "key", "n_overlapped", "overlapped_ns", "n_alone", "alone_ns")
@@ -64,8 +65,6 @@ def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
     dur = (c["end"] - c["start"]).clip(lower=0).to_numpy(np.int64)
     keep = np.ones(len(c), bool)
     if mode == "cpu":
-        from domino_prof.analysis.classify import leaf_ops
-
         thr = tuple_ids(*(c[k].to_numpy(np.int64) for k in ("rank", "device", "stream")))
         keep = leaf_ops(thr, c["start"].to_numpy(np.int64), dur)
         key = c["name"].astype(str) + " @ thread " + c["stream"].astype(str)

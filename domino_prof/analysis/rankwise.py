@@ -39,10 +39,16 @@ from domino_prof.analysis.config import (
     USER_PATTERN,
     AnalysisConfig,
 )
-from domino_prof.analysis.document import Analysis
+from domino_prof.analysis.document import TABLES, Analysis
+from domino_prof.analysis.findings import build_findings
 from domino_prof.analysis.launches import LaunchPart, combine_launches, launch_part
+from domino_prof.analysis.overheads import resolve_thresholds
+from domino_prof.analysis.overlap import overlap_tables, totals_of
+from domino_prof.analysis.overlap_tax import tax_part
 from domino_prof.analysis.ranks import rank_comm, summarize_ranks
-from domino_prof.analysis.results import Launches, Note, Overheads, StreamSwitches, tagged
+from domino_prof.analysis.reference import ComputeReference
+from domino_prof.analysis.replay import rank_graph_or_note, whatif_of_results
+from domino_prof.analysis.results import Launches, Note, Overheads, StreamSwitches, jsonable, tagged
 from domino_prof.analysis.switches import SwitchPart, combine_switches, switch_part
 from domino_prof.analysis.tables import iteration_spans, iteration_walls
 from domino_prof.trace.loader import rank_metadata_problems
@@ -75,8 +81,6 @@ class RankResult:
 
 
 def _thresholds(config: AnalysisConfig) -> dict[str, float]:
-    from domino_prof.analysis.overheads import resolve_thresholds
-
     return resolve_thresholds(config.overhead_thresholds)
 
 
@@ -90,8 +94,6 @@ def analyze_rank(
 ) -> RankResult:
     """Analyse one rank: ``trace`` holds that rank's events only; ``mode`` is the whole
     trace's ("gpu" when any rank has device work; a rank without is then empty)."""
-    from domino_prof.analysis.overlap import overlap_tables
-
     t = _thresholds(config)
     cl = classify(trace, config, mode=mode)
     iv = cl.intervals
@@ -110,11 +112,9 @@ def analyze_rank(
     )
     if mode == "gpu":
         out.switches, out.launches = _device_parts(trace, iv, spans, t, cl.context)
-    from domino_prof.analysis.replay import rank_graph_or_note
 
     out.extra["replay"] = rank_graph_or_note(trace.events, iv, rank=rank, mode=mode,
                                              reference=cl.reference)  # fmt: skip
-    from domino_prof.analysis.overlap_tax import tax_part
 
     out.extra["tax"] = tax_part(iv, mode=mode)
     if keep_intervals:
@@ -234,13 +234,10 @@ def combine(
     """The :class:`Analysis` of every rank from their results (see module doc).
     ``ranks``: the ranks the per-rank tables list; ``metas``: each rank file's
     metadata; ``skipped``: (path, why) of the files that were not read."""
-    from domino_prof.analysis.overlap import totals_of
-
     results = sorted(results, key=lambda r: r.rank)
     modes = {r.mode for r in results}
     assert len(modes) == 1, f"ranks analysed in different modes: {modes}"
     mode = modes.pop()
-    from domino_prof.analysis.document import TABLES
 
     tables = {name: concat_frames([r.tables[name] for r in results]) for name in TABLES}
     want = set(ranks)
@@ -278,8 +275,6 @@ def combine(
     kept = [r for r in results if r.intervals is not None]
     intervals = reference = None
     if len(kept) == len(results):
-        from domino_prof.analysis.overlap import ComputeReference
-
         intervals = concat_frames([r.intervals for r in results])
         refs = [r.reference for r in results]
         reference = ComputeReference(
@@ -322,8 +317,6 @@ def combine_overheads(
     metas: dict[int, RankMeta],
 ) -> Overheads:
     """Stream switches, launches, cross-rank waits and findings of every rank."""
-    from domino_prof.analysis.findings import build_findings
-
     t = _thresholds(config)
     top_n = int(t["top_n"])
     results = sorted(results, key=lambda r: r.rank)
@@ -360,9 +353,6 @@ def combine_overheads(
     across, n3 = summarize_ranks(comm, spans, rank_ids=list(ranks), hosts=hosts, top_n=top_n,
                                  align=getattr(config, "align_clocks", True))  # fmt: skip
     notes += n3
-    from domino_prof.analysis.results import jsonable
-
-    from domino_prof.analysis.replay import whatif_of_results
 
     whatif, n4 = whatif_of_results(results, comm=comm, hosts=hosts)
     notes += n4

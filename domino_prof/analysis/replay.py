@@ -56,6 +56,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.attribution import context, iteration_at, step_windows
+from domino_prof.analysis.overlap_tax import overlap_tax
+from domino_prof.analysis.ranks import align_hosts, collective_instances
+from domino_prof.analysis.reference import ComputeReference
+from domino_prof.analysis.results import Note, jsonable
+from domino_prof.analysis.switches import _interval_table, switch_edges
+
 # in-graph cost of one kernel when a CUDA graph replays it: the device-side gap from a
 # kernel's end to the next kernel's start on the same stream inside a replayed graph.
 # Measured on one H200 (torch 2.11.0+cu130, driver 580.159.04; benchmarks/graph_kernel_gap.py
@@ -293,8 +300,6 @@ def _handoffs(cand_d, cand_lo, hl, h_s, h_e) -> tuple[np.ndarray, np.ndarray]:
 
 def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> RankGraph:
     """``ev``: this rank's events; ``host``: its :func:`_host_calls`, when known."""
-    from domino_prof.analysis.switches import switch_edges
-
     # host calls: top-level runtime / driver calls per thread
     rt, h_tid, h_s, h_e = _host_calls(ev) if host is None else host
     h_api = _api(rt["name"].astype(str).to_numpy())
@@ -365,7 +370,6 @@ def _gpu_graph(ev: pd.DataFrame, iv: pd.DataFrame, *, rank: int, host=None) -> R
     add(np.flatnonzero(ok), nd + call_of[ok], LAUNCH, True, np.minimum(lat, tau_launch))
     add(sd, ss, STREAM, False, tau_stream)
     # cross-stream waits
-    from domino_prof.analysis.switches import _interval_table
 
     ivr = iv.reset_index(drop=True).assign(_orig=np.arange(nd, dtype=np.int64))
     ed, _ = switch_edges(ev, ivr)
@@ -492,8 +496,6 @@ def _outermost_at(a_tid, a_s, a_e, q_tid, q_t) -> np.ndarray:
 
 def _with_sync_sites(g: RankGraph, ev: pd.DataFrame) -> RankGraph:
     """Sync site = (api, innermost op-naming annotation on the calling thread)."""
-    from domino_prof.analysis.attribution import context
-
     idx = np.flatnonzero(g.kind == SYNC)
     if len(idx) == 0:
         return g
@@ -533,7 +535,6 @@ def _cpu_graph(iv: pd.DataFrame, *, rank: int, reference) -> RankGraph:
         c_s = np.asarray(reference.start)[m].astype(np.int64)
         c_e = np.asarray(reference.end)[m].astype(np.int64)
     else:  # no classified reference at hand: the union of the compute rows
-        from domino_prof.analysis.overlap import ComputeReference
 
         ref = ComputeReference.of_intervals(iv)
         c_dev, c_s, c_e = (np.asarray(x, np.int64) for x in (ref.device, ref.start, ref.end))
@@ -717,8 +718,6 @@ def couple(graphs: list[RankGraph], comm: pd.DataFrame | None, hosts: dict | Non
            ) -> tuple[Coupling, dict[int, int]]:  # fmt: skip
     """Match each rank's collectives to their peers (``analysis.ranks``): the coupling
     and each rank's clock offset (ns, added to its times)."""
-    from domino_prof.analysis.ranks import align_hosts, collective_instances
-
     empty = Coupling(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
     offs = {g.rank: 0 for g in graphs}
     if comm is None or len(comm) == 0 or len(graphs) < 2:
@@ -1029,8 +1028,6 @@ class WhatIf:
         return None
 
     def to_json(self) -> dict:
-        from domino_prof.analysis.results import jsonable
-
         return jsonable({k: getattr(self, k) for k in self.__dataclass_fields__})
 
 
@@ -1078,8 +1075,6 @@ def cpu_profiled_step(events: pd.DataFrame) -> tuple[float | None, pd.DataFrame]
     ``cpu_op`` events on threads without ``gloo:*`` events plus the gloo events, each
     attributed to the step window holding its start; the step is :func:`step_of` of
     those walls (the same figure :class:`Model` computes from a tp trace)."""
-    from domino_prof.analysis.attribution import iteration_at, step_windows
-
     ev = events
     name = ev["name"].astype(str)
     gloo = name.str.startswith("gloo:").to_numpy()
@@ -1121,8 +1116,6 @@ ALL_FIXES = "all_fixes"
 
 def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     """The what-if table (JSON form) of every rank's ``RankResult`` and its notes."""
-    from domino_prof.analysis.results import Note
-
     parts = [r.extra.get("replay") for r in results]
     notes = [Note(p, "replay") for p in parts if isinstance(p, str)]
     graphs = [p for p in parts if isinstance(p, RankGraph)]
@@ -1164,8 +1157,6 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
 def _tax_of(results) -> dict:
     """The overlap tax (analysis.overlap_tax) over the ranks' parts; hidden comm per step
     from their by_iteration rows (steps only)."""
-    from domino_prof.analysis.overlap_tax import overlap_tax
-
     parts = [r.extra.get("tax") for r in results]
     n_steps, hidden = 0, 0
     have_tables = True

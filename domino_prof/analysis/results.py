@@ -1,7 +1,7 @@
 """Typed results of the overhead analysis, and notes that say what they are about.
 
-``analyze_overheads`` returns an :class:`Overheads`: frozen dataclasses for the
-sections (:class:`StreamSwitches`, :class:`Launches`, :class:`AcrossRanks`), their
+The overheads analysis (``analysis.rankwise``) returns an :class:`Overheads`: frozen
+dataclasses for the sections (:class:`StreamSwitches`, :class:`Launches`, :class:`AcrossRanks`), their
 summary statistics (:class:`Stats`) and the ranked :class:`Finding` list. A section
 that could not be computed says so in ``computed`` and why in ``reason``: a reader
 never parses note text. Tables of rows (``per_iteration``, ``by_op``, ``stragglers``
@@ -330,7 +330,7 @@ class Finding(Record):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Overheads(Record):
-    """What ``analyze_overheads`` found; ``notes`` say what could not be computed."""
+    """What the overheads analysis found; ``notes`` say what could not be computed."""
 
     step_ms: float | None = None
     thresholds: dict = field(default_factory=dict)

@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.launches import launch_table
+from domino_prof.analysis.reference import ComputeReference
+
 PARTS: tuple[str, ...] = ("compute", "comm_hidden", "comm_exposed", "memory")
 _LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
 
@@ -39,8 +42,6 @@ def split_hidden_exposed(
     Columns: ``rank, stream, start, end`` (int64 ns), ``part`` (one of :data:`PARTS`),
     ``name``, ``op`` (str), ``src`` (row position in the selected ``intervals``).
     """
-    from domino_prof.analysis.overlap import ComputeReference
-
     cols = ["rank", "stream", "start", "end", "part", "name", "op", "src"]
     if reference is None:
         reference = ComputeReference.of_intervals(intervals)
@@ -289,7 +290,6 @@ def launch_delay_values(intervals: pd.DataFrame | None) -> np.ndarray:
     computed by :func:`domino_prof.analysis.launches.launch_table`), for a histogram."""
     if intervals is None or len(intervals) == 0 or "launch_end" not in intervals:
         return np.empty(0, np.int64)
-    from domino_prof.analysis.launches import launch_table
 
     lt = launch_table(intervals)
     return lt.loc[lt["delay_counted"], "launch_delay_ns"].to_numpy(np.int64)

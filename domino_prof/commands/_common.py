@@ -13,6 +13,7 @@ from typing import TypeVar
 import typer
 
 from domino_prof.errors import ConfigError, DominoProfError, message, render_text
+from domino_prof.io import atomic_write_all
 
 F = TypeVar("F", bound=Callable)
 
@@ -53,8 +54,6 @@ def write_outputs(
 ) -> None:
     """Write a command's output files all or nothing (``io.atomic_write_all``); a path
     that cannot be written is one ConfigError (exit 2) naming it and the fix."""
-    from domino_prof.io import atomic_write_all
-
     def data(x: bytes | str) -> bytes:
         return x.encode("utf-8") if isinstance(x, str) else x
 
@@ -70,6 +69,13 @@ def write_outputs(
         raise ConfigError(
             f"cannot write {where} ({e.strerror or e}){written}; choose a writable file path"
         ) from None
+
+
+def one_output(given: Path | None, new: Path, what: str) -> Path:
+    """One output file of a kind (``-o`` given twice for it: one ConfigError line)."""
+    if given is not None and given != new:
+        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
+    return new
 
 
 def same_file(a: Path, b: Path) -> bool:

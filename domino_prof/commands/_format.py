@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from domino_prof.rundata import comm_label, comparison_table
+
 
 def modes_table(run: dict | None) -> Any:
     """The run's comparison of modes (``rundata.comparison_table``), or None without one."""
     from rich.table import Table
-
-    from domino_prof.rundata import comm_label, comparison_table
 
     rows = (run or {}).get("comparison") or []
     if not rows:

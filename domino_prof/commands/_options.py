@@ -11,12 +11,15 @@ The switches here are flags only (no ``--no-`` forms: they default to off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
 
 PathArg = Annotated[
@@ -135,40 +138,55 @@ def parse_thresholds(items: list[str] | None) -> dict[str, float]:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
-class Reading:
-    """How a command reads traces: the shared options, bundled."""
+# the reading options, in the order --help lists them; `threshold` and `no_align_clocks`
+# only where findings are shown (analyze, report, compare)
+READING_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("comm_pattern", CommPatternOpt, None),
+    ("comm_pattern_only", CommPatternOnlyOpt, False),
+    ("memcpy_as_comm", MemcpyAsCommOpt, False),
+    ("rank", RankOpt, None),
+    ("skip_bad", SkipBadOpt, False),
+    ("scheduler", SchedulerOpt, None),
+)
+FINDINGS_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("no_align_clocks", NoAlignClocksOpt, False),
+    ("threshold", ThresholdOpt, None),
+)
+F = TypeVar("F", bound=Callable[..., Any])
 
-    rank: int | None = None
-    skip_bad: bool = False
-    comm_pattern: str | None = None
-    comm_pattern_only: bool = False
-    memcpy_as_comm: bool = False
-    thresholds: dict[str, float] = field(default_factory=dict)
-    scheduler: str | None = None
-    no_align_clocks: bool = False
 
-    def config(self) -> Any:
-        """The AnalysisConfig (a bad regex or threshold is one ConfigError line)."""
-        from domino_prof.gate import analysis_config
+def reading_options(*, findings: bool = False) -> Callable[[F], F]:
+    """Give a command the reading options, declared once (:data:`READING_OPTIONS`, with
+    ``findings`` also :data:`FINDINGS_OPTIONS`): the command's ``reading: Reading``
+    parameter becomes these options at its place in the signature typer reads, and the
+    command is called with the one :class:`~domino_prof.engine.Reading` built from their
+    values (``--threshold`` parsed and checked: one ConfigError line)."""
+    declared = READING_OPTIONS + (FINDINGS_OPTIONS if findings else ())
 
-        return analysis_config(
-            comm_pattern=self.comm_pattern,
-            comm_pattern_only=self.comm_pattern_only,
-            memcpy_as_comm=self.memcpy_as_comm,
-            thresholds=self.thresholds,
-            align_clocks=not self.no_align_clocks,
-        )
+    def decorate(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)
+        if "reading" not in sig.parameters:
+            raise TypeError(f"{fn.__name__} takes no `reading` parameter to expand")
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "reading":
+                params.append(p)
+                continue
+            params += [inspect.Parameter(name, p.kind, default=default, annotation=hint)
+                       for name, hint, default in declared]  # fmt: skip
 
-    def analyse(self, trace_path: Path, config: Any, *, keep_intervals: bool = True) -> Any:
-        """The Analysis of one trace path (``keep_intervals``: the report's timeline and
-        the gate's selections need every interval; the JSON and the summary do not)."""
-        from domino_prof.gate import analyse
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name, default) for name, _, default in declared}
+            if findings:
+                given["thresholds"] = parse_thresholds(given.pop("threshold"))
+            return fn(*args, reading=Reading(**given), **kwargs)
 
-        return analyse(
-            trace_path, config, rank=self.rank, skip_bad=self.skip_bad,
-            scheduler=self.scheduler, keep_intervals=keep_intervals,
-        )  # fmt: skip
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return decorate
 
 
 HTML_FORMATS = {".html": "html", ".htm": "html"}  # report, compare

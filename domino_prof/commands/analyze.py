@@ -15,27 +15,19 @@ import math
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from domino_prof.commands._common import print_notes, user_errors, write_outputs
-from domino_prof.commands._options import (
-    CommPatternOnlyOpt,
-    CommPatternOpt,
-    MemcpyAsCommOpt,
-    NoAlignClocksOpt,
-    PathArg,
-    RankOpt,
-    Reading,
-    SchedulerOpt,
-    SkipBadOpt,
-    ThresholdOpt,
-    guess_format,
-    mode_option,
-    parse_thresholds,
-)
+from domino_prof.commands._common import one_output, print_notes, user_errors, write_outputs
+from domino_prof.commands._format import modes_table
+from domino_prof.commands._options import PathArg, guess_format, mode_option, reading_options
+from domino_prof.engine import Reading, skipped_notes
 from domino_prof.errors import ConfigError
+from domino_prof.rundir import resolve
+
+if TYPE_CHECKING:  # pandas: imported where used (the CLI starts without it)
+    from domino_prof.analysis.document import Analysis
 
 NA = "n/a"
 
@@ -77,7 +69,7 @@ def _table(title: str, columns: list[str], right: set[str]):
     return t
 
 
-def headline(a) -> str:
+def headline(a: Analysis) -> str:
     t = a.totals
     per_step = (
         f"{ms_value(t['exposed_ms_per_step'])} ms exposed comm per step"
@@ -98,7 +90,7 @@ def headline(a) -> str:
     )
 
 
-def comm_sources_line(a) -> str:
+def comm_sources_line(a: Analysis) -> str:
     """Which kinds of comm the patterns recognised (docs/METRICS.md), with counts."""
     src = a.totals.get("comm_sources") or []
     if not src:
@@ -107,7 +99,7 @@ def comm_sources_line(a) -> str:
     return "comm recognised: " + ", ".join(parts)
 
 
-def rank_table(a, *, top: int):
+def rank_table(a: Analysis, *, top: int):
     import pandas as pd
 
     r = a.by_rank.copy()
@@ -141,7 +133,7 @@ def rank_table(a, *, top: int):
     return t
 
 
-def top_ops_table(a, *, top: int):
+def top_ops_table(a: Analysis, *, top: int):
     ops = a.by_op[a.by_op["comm_ns"] > 0]
     if len(ops) == 0:
         return None
@@ -176,7 +168,7 @@ _BY_TABLE = {
 MAX_BY_ROWS = 60
 
 
-def by_table(a, by: By):
+def by_table(a: Analysis, by: By):
     df = getattr(a, _BY_TABLE[by])
     keys = _BY_COLUMNS[by]
     extra = ["wall ms", "exposed share"] if by is By.iteration else []
@@ -199,7 +191,7 @@ def by_table(a, by: By):
     return t
 
 
-def collective_type_table(a):
+def collective_type_table(a: Analysis):
     """Per (rank, collective type): all-reduce, reduce-scatter, all-gather, ..."""
     df = a.by_collective_type
     t = _table("By collective type", ["rank", "collective", "count", "comm ms", "hidden ms",
@@ -220,7 +212,7 @@ def findings_renderable(overheads):
     return findings_table(overheads)
 
 
-def print_summary(a, *, by: By | None, top: int, console=None, mode: str = "") -> None:
+def print_summary(a: Analysis, *, by: By | None, top: int, console=None, mode: str = "") -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -258,6 +250,7 @@ _FORMATS = {".json": "json", ".json.gz": "json", ".html": "html", ".htm": "html"
 def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
+    @reading_options(findings=True)
     def analyze(
         path: PathArg,
         output: Annotated[
@@ -280,14 +273,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         top: Annotated[int, typer.Option(help="Rows in the top-N tables (>= 1).")] = 5,
-        comm_pattern: CommPatternOpt = None,
-        comm_pattern_only: CommPatternOnlyOpt = False,
-        memcpy_as_comm: MemcpyAsCommOpt = False,
-        rank: RankOpt = None,
-        skip_bad: SkipBadOpt = False,
-        scheduler: SchedulerOpt = None,
-        no_align_clocks: NoAlignClocksOpt = False,
-        threshold: ThresholdOpt = None,
+        reading: Reading = Reading(),  # the reading options (reading_options)
         json_out: Annotated[
             Path | None, typer.Option("--json", hidden=True, help="Same as -o FILE.json.")
         ] = None,
@@ -300,8 +286,6 @@ def register(app: typer.Typer) -> None:
         Also per phase, iteration and collective (--by), with the overheads beyond
         overlap (stream switches, launches, cross-rank waits) as ranked findings."""
         from domino_prof.analysis.document import encode
-        from domino_prof.gate import skipped_notes
-        from domino_prof.runs import resolve
 
         by_choice = _parse_by(by)
         if top < 1:
@@ -310,18 +294,12 @@ def register(app: typer.Typer) -> None:
         for p in output or []:
             fmt = "json" if str(p) == "-" else guess_format(p, _FORMATS)
             if fmt == "json":
-                json_path = _one(json_path, p, "JSON")
+                json_path = one_output(json_path, p, "JSON")
             elif fmt == "pftrace":
-                pf_path = _one(pf_path, p, "Perfetto")
+                pf_path = one_output(pf_path, p, "Perfetto")
             else:
-                html_path = _one(html_path, p, "HTML")
-        reading = Reading(
-            rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
-            comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold), scheduler=scheduler,
-            no_align_clocks=no_align_clocks,
-        )  # fmt: skip
-        config = reading.config()
+                html_path = one_output(html_path, p, "HTML")
+        reading.config()  # a bad regex: one line, before the load
         report = _import_report() if html_path is not None else None  # before a long load
         if pf_path is not None:
             from domino_prof.export.perfetto import export_bytes, require
@@ -332,7 +310,7 @@ def register(app: typer.Typer) -> None:
         to_stdout = json_path is not None and str(json_path) == "-"
         print_notes(notes)
         keep = html_path is not None or pf_path is not None
-        a = reading.analyse(target.modes[m], config, keep_intervals=keep)
+        a = reading.analyse(target.modes[m], keep_intervals=keep)
         print_notes(skipped_notes(a))
         run = target.run.doc if target.run is not None else None
         outputs: list[tuple[Path, str]] = []
@@ -340,8 +318,6 @@ def register(app: typer.Typer) -> None:
             _write_stdout(encode(a.to_json()))
         else:
             if target.is_run_dir and len(target.modes) > 1:
-                from domino_prof.commands._format import modes_table
-
                 print_modes = modes_table(run)
                 if print_modes is not None:
                     from rich.console import Console
@@ -353,8 +329,7 @@ def register(app: typer.Typer) -> None:
         if report is not None:
             outputs.append((html_path, report.render_report(a, run=run, mode=m or None)))
         if pf_path is not None:
-            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]}, rank=rank,
-                                                  skip_bad=skip_bad)))  # fmt: skip
+            outputs.append((pf_path, export_bytes({m: a}, {m: target.modes[m]}, reading=reading)))
         # all or nothing: a failed HTML leaves no JSON that looks complete
         write_outputs(outputs, example="analysis.json")
         for p, _ in outputs:  # as report and baseline say it (stderr when stdout is JSON)
@@ -370,12 +345,6 @@ def _write_stdout(data: bytes) -> None:
         out.flush()
     else:  # a text-only stream (tests)
         sys.stdout.write(data.decode("utf-8"))
-
-
-def _one(given: Path | None, new: Path, what: str) -> Path:
-    if given is not None and given != new:
-        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
-    return new
 
 
 def _parse_by(by: str | None) -> By | None:

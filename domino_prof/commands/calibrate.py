@@ -15,6 +15,8 @@ from typing import Annotated
 import typer
 
 from domino_prof.commands._common import print_notes, user_errors
+from domino_prof.errors import ConfigError
+from domino_prof.io import atomic_write_text
 
 DEFAULT_NAME = "calibrated"
 
@@ -53,10 +55,8 @@ def calibrate(
     ] = 10.0,
 ) -> None:
     """Fit a comm profile (alpha, algbw, CTAs per collective, R, dtype) from real traces."""
-    from domino_prof.emulation.fit import collect, fit_profile
-    from domino_prof.emulation.profile import dumps, load_profile
-    from domino_prof.errors import ConfigError
-    from domino_prof.io import atomic_write_text
+    from domino_prof.emulation.fit import collect, fit_profile  # numpy, pandas: not at start-up
+    from domino_prof.emulation.profile import dumps, load_profile  # not at start-up either
 
     if not (0 < percentile <= 50):
         raise ConfigError(f"--percentile {percentile:g} is not in (0, 50]; the default is 10")

@@ -16,26 +16,31 @@ from typing import Annotated
 
 import typer
 
-from domino_prof.commands._common import print_notes, same_file, user_errors, write_outputs
+from domino_prof.commands._common import (
+    one_output,
+    print_notes,
+    same_file,
+    user_errors,
+    write_outputs,
+)
 from domino_prof.commands._options import (
     BASELINE_FORMATS,
-    CommPatternOnlyOpt,
-    CommPatternOpt,
-    MemcpyAsCommOpt,
     PathArg,
-    RankOpt,
-    SchedulerOpt,
-    SkipBadOpt,
     guess_format,
     mode_option,
+    reading_options,
 )
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError, DominoProfError, message
 from domino_prof.gate import (
     CheckOutcome,
+    baseline_document,
     error_annotation,
     format_markdown,
     format_table,
+    github_annotations,
     junit_xml,
+    run_check,
 )
 
 
@@ -72,6 +77,7 @@ _REPORT_FORMATS = {".xml": "junit", ".md": "markdown"}
 
 
 @user_errors
+@reading_options()
 def check(
     path: PathArg,
     min_hidden: Annotated[
@@ -114,12 +120,7 @@ def check(
     mode: Annotated[
         str | None, mode_option("every mode that overlaps comm by design: domino, domino-sp")
     ] = None,
-    comm_pattern: CommPatternOpt = None,
-    comm_pattern_only: CommPatternOnlyOpt = False,
-    memcpy_as_comm: MemcpyAsCommOpt = False,
-    rank: RankOpt = None,
-    skip_bad: SkipBadOpt = False,
-    scheduler: SchedulerOpt = None,
+    reading: Reading = Reading(),  # the reading options (reading_options)
     output: Annotated[
         list[Path] | None,
         typer.Option(
@@ -141,13 +142,11 @@ def check(
 
     Exit 0 when every rule holds on every rank, 1 when a rule fails, 2 when the input
     cannot be gated (docs/ci.md)."""
-    from domino_prof.gate import run_check
-
     for p in output or []:
         if guess_format(p, _REPORT_FORMATS) == "junit":
-            junit = _one(junit, p, "JUnit")
+            junit = one_output(junit, p, "JUnit")
         else:
-            markdown = _one(markdown, p, "markdown")
+            markdown = one_output(markdown, p, "markdown")
     try:
         outcome = run_check(
             path,
@@ -158,12 +157,7 @@ def check(
             max_drop=max_drop,
             op_pattern=op_pattern,
             mode=mode,
-            comm_pattern=comm_pattern,
-            comm_pattern_only=comm_pattern_only,
-            memcpy_as_comm=memcpy_as_comm,
-            rank=rank,
-            skip_bad=skip_bad,
-            scheduler=scheduler,
+            reading=reading,
             max_critical_comm_ms=max_critical_comm,
             min_speedup=min_speedup,
         )
@@ -183,8 +177,6 @@ def check(
     print(format_table(outcome.results))
     print(outcome.summary)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from domino_prof.gate import github_annotations
-
         for line in github_annotations(outcome):
             print(line)
     write_reports(outcome, junit=junit, markdown=markdown)
@@ -195,13 +187,8 @@ def check(
         raise typer.Exit(outcome.exit_code)
 
 
-def _one(given: Path | None, new: Path, what: str) -> Path:
-    if given is not None and given != new:
-        raise ConfigError(f"two {what} outputs ({given}, {new}); give one")
-    return new
-
-
 @user_errors
+@reading_options()
 def baseline(
     path: PathArg,
     output: Annotated[
@@ -209,19 +196,12 @@ def baseline(
         typer.Option("-o", "--output", "--out", metavar="FILE", help="Baseline JSON to write."),
     ],
     mode: Annotated[str | None, mode_option("its only mode, else domino")] = None,
-    comm_pattern: CommPatternOpt = None,
-    comm_pattern_only: CommPatternOnlyOpt = False,
-    memcpy_as_comm: MemcpyAsCommOpt = False,
-    rank: RankOpt = None,
-    skip_bad: SkipBadOpt = False,
-    scheduler: SchedulerOpt = None,
+    reading: Reading = Reading(),  # the reading options (reading_options)
 ) -> None:
     """Record the overlap figures that check --baseline compares to.
 
     Per rank, phase and op name, as versioned JSON (docs/ci.md)."""
     import json
-
-    from domino_prof.gate import baseline_document
 
     if output.is_dir():  # before a long load
         raise ConfigError(
@@ -231,12 +211,7 @@ def baseline(
     doc, notes = baseline_document(
         path,
         mode=mode,
-        comm_pattern=comm_pattern,
-        comm_pattern_only=comm_pattern_only,
-        memcpy_as_comm=memcpy_as_comm,
-        rank=rank,
-        skip_bad=skip_bad,
-        scheduler=scheduler,
+        reading=reading,
     )
     print_notes(notes)
     write_outputs([(output, json.dumps(doc, indent=2, allow_nan=False) + "\n")],

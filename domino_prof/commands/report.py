@@ -14,45 +14,40 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from domino_prof.commands._common import print_notes, user_errors, write_outputs
 from domino_prof.commands._options import (
     HTML_FORMATS,
-    CommPatternOnlyOpt,
-    CommPatternOpt,
-    MemcpyAsCommOpt,
-    NoAlignClocksOpt,
     PathArg,
-    RankOpt,
-    Reading,
-    SchedulerOpt,
-    SkipBadOpt,
-    ThresholdOpt,
     guess_format,
     mode_option,
-    parse_thresholds,
+    reading_options,
 )
-from domino_prof.errors import ConfigError, OptionError, TraceError, opt
+from domino_prof.engine import Reading, skipped_notes
+from domino_prof.errors import ConfigError, NoActivityError, OptionError, TraceError, opt
+from domino_prof.rundir import resolve, trace_missing
+
+if TYPE_CHECKING:  # pandas / plotly: imported where used (the CLI starts without them)
+    from domino_prof.analysis.document import Analysis
+    from domino_prof.report.figures import Unavailable
 
 
 def analyse_for_report(
-    reading: Reading, trace_path: Path, config: Any, *, in_run: bool, mode: str = ""
-) -> Any:
+    reading: Reading, trace_path: Path, *, in_run: bool, mode: str = ""
+) -> Analysis | Unavailable:
     """An Analysis, or an ``Unavailable`` the page shows in its place: a trace that loads
     and cannot be analysed (no device or gloo activity, e.g. a CPU run's ``nocomm``
     mode), or in a run a mode whose traces cannot be loaded. A plain trace that cannot
     be loaded stays an error."""
-    from domino_prof.errors import NoActivityError
     from domino_prof.report.figures import not_analysed
-    from domino_prof.runs import trace_missing
 
     try:
         if not trace_path.exists():
             raise trace_missing(trace_path)
-        return reading.analyse(trace_path, config)
+        return reading.analyse(trace_path)
     except NoActivityError as e:  # loads, but nothing to analyse (nocomm: one line why)
         return not_analysed(mode, str(e))
     except TraceError as e:
@@ -80,6 +75,7 @@ def _fmt(x: object, spec: str) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("report")
     @user_errors
+    @reading_options(findings=True)
     def report_cmd(
         path: PathArg,
         output: Annotated[
@@ -95,28 +91,14 @@ def register(app: typer.Typer) -> None:
         ] = None,
         mode: Annotated[str | None, mode_option("every mode, with the comparison")] = None,
         title: Annotated[str | None, typer.Option(help="Page title.")] = None,
-        comm_pattern: CommPatternOpt = None,
-        comm_pattern_only: CommPatternOnlyOpt = False,
-        memcpy_as_comm: MemcpyAsCommOpt = False,
-        rank: RankOpt = None,
-        skip_bad: SkipBadOpt = False,
-        scheduler: SchedulerOpt = None,
-        no_align_clocks: NoAlignClocksOpt = False,
-        threshold: ThresholdOpt = None,
+        reading: Reading = Reading(),  # the reading options (reading_options)
     ) -> None:
         """Write one self-contained HTML report (opens offline).
 
         plotly.js is inlined once; nothing is fetched from the network."""
         from domino_prof.report.page import render_report, render_run_report
-        from domino_prof.runs import resolve
 
-        reading = Reading(
-            rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
-            comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold), scheduler=scheduler,
-            no_align_clocks=no_align_clocks,
-        )  # fmt: skip
-        config = reading.config()
+        reading.config()  # a bad regex: one line, before the load
         target = resolve(path)
         modes, notes = target.select(mode, default="all")
         whole_run = target.is_run_dir and len(modes) == len(target.modes) > 0
@@ -129,7 +111,7 @@ def register(app: typer.Typer) -> None:
             require()  # the install hint before a long load
         in_run = target.run is not None
         analyses = {
-            m: analyse_for_report(reading, target.modes[m], config, in_run=in_run, mode=m)
+            m: analyse_for_report(reading, target.modes[m], in_run=in_run, mode=m)
             for m in modes
         }
         print_notes(notes)
@@ -137,7 +119,7 @@ def register(app: typer.Typer) -> None:
             print_notes(_skipped(a), prefix=f"{m}: " if m else "")
         run = target.run.doc if target.run is not None else None
         if pftrace:
-            html = export_bytes(analyses, target.modes, rank=rank, skip_bad=skip_bad)
+            html = export_bytes(analyses, target.modes, reading=reading)
         elif run is not None and len(analyses) > 1:
             html = render_run_report(analyses, run=run, title=title)
         else:
@@ -158,6 +140,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("compare")
     @user_errors
+    @reading_options(findings=True)
     def compare_cmd(
         a: Annotated[
             Path,
@@ -183,14 +166,7 @@ def register(app: typer.Typer) -> None:
         mode: Annotated[
             str | None, mode_option("a run's only mode, else domino; applies to run dirs")
         ] = None,
-        comm_pattern: CommPatternOpt = None,
-        comm_pattern_only: CommPatternOnlyOpt = False,
-        memcpy_as_comm: MemcpyAsCommOpt = False,
-        rank: RankOpt = None,
-        skip_bad: SkipBadOpt = False,
-        scheduler: SchedulerOpt = None,
-        no_align_clocks: NoAlignClocksOpt = False,
-        threshold: ThresholdOpt = None,
+        reading: Reading = Reading(),  # the reading options (reading_options)
     ) -> None:
         """Compare two traces or modes: headlines and per-op deltas.
 
@@ -198,7 +174,6 @@ def register(app: typer.Typer) -> None:
         runs) and the exposed comm per op name; an op seen on one side only shows
         "—" on the other."""
         from domino_prof.report.page import render_compare
-        from domino_prof.runs import resolve
 
         _write_guard(output, "compare.html")
         if labels is not None:
@@ -208,13 +183,7 @@ def register(app: typer.Typer) -> None:
                     f"--labels {labels!r}: give two names separated by a comma, "
                     "e.g. --labels tp,domino"
                 )
-        reading = Reading(
-            rank=rank, skip_bad=skip_bad, comm_pattern=comm_pattern,
-            comm_pattern_only=comm_pattern_only, memcpy_as_comm=memcpy_as_comm,
-            thresholds=parse_thresholds(threshold), scheduler=scheduler,
-            no_align_clocks=no_align_clocks,
-        )  # fmt: skip
-        config = reading.config()
+        reading.config()  # a bad regex: one line, before the load
         sides = [resolve(a), resolve(b)]
         if mode is not None and not any(t.is_run_dir for t in sides):
             raise OptionError(
@@ -226,7 +195,7 @@ def register(app: typer.Typer) -> None:
             (m,), notes = t.select(mode if t.is_run_dir else None, default="one",
                                    verb=f"{side}:")  # fmt: skip
             print_notes(notes)
-            x = reading.analyse(t.modes[m], config)
+            x = reading.analyse(t.modes[m])
             print_notes(_skipped(x))
             picked.append(t.label(m))
             an.append(x)
@@ -246,15 +215,13 @@ def register(app: typer.Typer) -> None:
         print(f"wrote {output} ({_size(output)})")
 
 
-def _skipped(a: Any) -> list[str]:
-    from domino_prof.gate import skipped_notes
-
+def _skipped(a: Analysis | Unavailable) -> list[str]:
     return skipped_notes(a)
 
 
 def print_compare(
-    a: Any,
-    b: Any,
+    a: Analysis,
+    b: Analysis,
     *,
     labels: tuple[str, str],
     top: int = 8,

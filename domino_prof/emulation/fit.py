@@ -45,6 +45,9 @@ import numpy as np
 from domino_prof.emulation.model import DTYPE_BYTES, message_bytes
 from domino_prof.emulation.profile import Entry, Profile
 from domino_prof.errors import ConfigError, TraceError
+from domino_prof.rundir import resolve
+from domino_prof.trace import load_trace
+from domino_prof.trace.read import FileError, read_bytes
 
 PERCENTILE = 10.0
 
@@ -139,11 +142,9 @@ _KDECODE = msgspec.json.Decoder(_KDoc, strict=False)
 
 def _kernel_args(path: str) -> tuple[dict[int, str | None], dict]:
     """correlation -> dtype of one file's kernels, and its top-level facts."""
-    from domino_prof.trace.read import _FileError, _read_bytes
-
     try:
-        doc = _KDECODE.decode(_read_bytes(Path(path)))
-    except _FileError as e:
+        doc = _KDECODE.decode(read_bytes(Path(path)))
+    except FileError as e:
         raise TraceError(e.path, e.problem, e.fix) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise TraceError(path, f"cannot read kernel args ({e})", "re-export the trace") from None
@@ -183,9 +184,6 @@ class Samples:
 def collect(paths: list[str]) -> Samples:
     """Load every trace PATH (a file, a directory of rank files, a run directory: each
     of its modes is loaded on its own) and extract the collective kernels."""
-    from domino_prof.runs import resolve
-    from domino_prof.trace import load_trace
-
     cols: dict[str, list] = {k: [] for k in
                              ("collective", "ranks", "dtype", "size", "dur", "ctas", "algo")}  # fmt: skip
     n_files = 0

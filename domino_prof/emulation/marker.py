@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from domino_prof.errors import TraceError
+from domino_prof.io import atomic_write_bytes
 
 MARKER_KEY = "domino_prof"
 # searched (re.search, case-insensitive) in the demangled kernel name, as COMM_FAMILIES are
@@ -64,8 +65,6 @@ def add_marker(doc: dict, marker: dict) -> dict:
 
 def mark_trace_file(path: str | Path, marker: dict) -> None:
     """Add the mark to an exported trace file (plain or gzip JSON), atomically."""
-    from domino_prof.io import atomic_write_bytes
-
     p = Path(path)
     raw = p.read_bytes()
     gz = raw[:2] == b"\x1f\x8b"

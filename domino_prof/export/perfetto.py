@@ -69,8 +69,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domino_prof.analysis.document import Analysis
 from domino_prof.analysis.ranks import UNKNOWN_HOST
+from domino_prof.analysis.timeline import split_hidden_exposed
+from domino_prof.engine import Reading
 from domino_prof.errors import ConfigError
+from domino_prof.io import atomic_write_all
+from domino_prof.trace import load_trace
 
 PFTRACE_SUFFIX = ".pftrace"
 INSTALL_HINT = "pip install 'domino-prof[perfetto]'"
@@ -130,8 +135,6 @@ def host_events(
 ) -> HostEvents:
     """The host events of the trace files at ``trace_path`` (read again: the analysis
     keeps no host events), every complete event that is not device work."""
-    from domino_prof.trace import load_trace
-
     trace = load_trace(trace_path, rank=rank, skip_bad=skip_bad, progress=False)
     ev = trace.events
     keep = (~ev["cat"].astype(str).isin(_HOST_EXCLUDED).to_numpy()) & (
@@ -158,7 +161,7 @@ def host_events(
     return HostEvents(events=out, thread_names=names)
 
 
-def critical_path_tracks(analysis: Any) -> list[ExtraTrack]:
+def critical_path_tracks(analysis: Analysis) -> list[ExtraTrack]:
     """The hook for the what-if analysis' critical path: an ``Analysis`` that carries a
     ``critical_path`` frame (``rank, start, end, name``, one row per segment of the
     step's critical path, trace clock) gets it drawn as the :data:`CRITICAL_PATH_TRACK`
@@ -261,7 +264,7 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and not np.isfinite(v))
 
 
-def _offsets(analysis: Any) -> tuple[dict[int, int], dict[int, str]]:
+def _offsets(analysis: Analysis) -> tuple[dict[int, int], dict[int, str]]:
     """Each rank's host clock offset (ns) and host, from ``across_ranks.hosts``."""
     ar = getattr(getattr(analysis, "overheads", None), "across_ranks", None)
     offs: dict[int, int] = {}
@@ -275,11 +278,9 @@ def _offsets(analysis: Any) -> tuple[dict[int, int], dict[int, str]]:
     return offs, hosts
 
 
-def _layout_rank(lay: _Layout, a: Any, rank: int, proc: int, off: int,
+def _layout_rank(lay: _Layout, a: Analysis, rank: int, proc: int, off: int,
                  host: HostEvents | None, extra: Sequence[ExtraTrack]) -> None:  # fmt: skip
     """The tracks of one rank under its process track ``proc``."""
-    from domino_prof.analysis.timeline import split_hidden_exposed
-
     iv = a.intervals
     iv = iv.loc[iv["rank"].to_numpy() == rank].reset_index(drop=True)
     start = iv["start"].to_numpy(np.int64) + off
@@ -396,7 +397,7 @@ def _layout_rank(lay: _Layout, a: Any, rank: int, proc: int, off: int,
                 description=x.description)  # fmt: skip
 
 
-def _finding_instants(a: Any, lay: _Layout, procs: dict[int, int], offs: dict[int, int],
+def _finding_instants(a: Analysis, lay: _Layout, procs: dict[int, int], offs: dict[int, int],
                       top: str) -> None:  # fmt: skip
     """Each finding as an instant event on its rank's ``findings`` track (else on the
     top-level track named ``top``)."""
@@ -437,7 +438,7 @@ def _finding_instants(a: Any, lay: _Layout, procs: dict[int, int], offs: dict[in
                 description="the analysis' findings, each with its numbers")  # fmt: skip
 
 
-def layout(analyses: Mapping[str, Any], *, host: Mapping[str, HostEvents | None] | None = None,
+def layout(analyses: Mapping[str, Analysis], *, host: Mapping[str, HostEvents | None] | None = None,
            extra: Mapping[str, Sequence[ExtraTrack]] | None = None) -> _Layout:  # fmt: skip
     """Every track and slice of the export of ``analyses`` (mode -> Analysis with its
     intervals; mode ``""`` for plain traces)."""
@@ -562,7 +563,7 @@ def encode(lay: _Layout) -> bytes:
 
 
 def perfetto_trace(
-    analyses: Any,
+    analyses: Analysis | Mapping[str, Analysis],
     *,
     host: HostEvents | Mapping[str, HostEvents | None] | None = None,
     extra: Sequence[ExtraTrack] | Mapping[str, Sequence[ExtraTrack]] = (),
@@ -579,16 +580,18 @@ def perfetto_trace(
 
 
 def export_bytes(
-    analyses: Mapping[str, Any], trace_paths: Mapping[str, Path], *, rank: int | None = None,
-    skip_bad: bool = False,
+    analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *,
+    reading: Reading | None = None,
 ) -> bytes:  # fmt: skip
     """What ``analyze`` / ``report -o FILE.pftrace`` write: the analyses of each mode
-    with their host threads, read again from each mode's trace files."""
+    with their host threads, read again from each mode's trace files as ``reading``
+    (the command's, which made the analyses) says."""
     require()
     analyses = {m: a for m, a in analyses.items() if getattr(a, "intervals", None) is not None}
     if not analyses:
         raise ConfigError(f"nothing to export to {PFTRACE_SUFFIX}: no mode could be analysed")
-    host = {m: host_events(trace_paths[m], rank=rank, skip_bad=skip_bad) for m in analyses}
+    r = Reading() if reading is None else reading
+    host = {m: host_events(trace_paths[m], rank=r.rank, skip_bad=r.skip_bad) for m in analyses}
     if len(analyses) == 1:  # one mode: processes named by rank alone
         ((m, a),) = analyses.items()
         return perfetto_trace({"": a}, host={"": host[m]})
@@ -596,14 +599,12 @@ def export_bytes(
 
 
 def write_run_exports(
-    run_dir: Path, analyses: Mapping[str, Any], trace_paths: Mapping[str, Path], *,
+    run_dir: Path, analyses: Mapping[str, Analysis], trace_paths: Mapping[str, Path], *,
     name: str = "trace.pftrace",
 ) -> list[Path]:  # fmt: skip
     """A run directory's per-mode exports, ``RUN_DIR/<mode>/trace.pftrace``, written all
     or nothing (``io.atomic_write_all``). For ``runs.assemble`` / ``refresh`` to call
     after each mode's analysis when the extra is installed (``available()``)."""
-    from domino_prof.io import atomic_write_all
-
     files = [
         (Path(run_dir) / m / name, export_bytes({"": a}, {"": trace_paths[m]}))
         for m, a in analyses.items()

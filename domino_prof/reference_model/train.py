@@ -35,10 +35,11 @@ import torch
 import torch.distributed as dist
 
 from domino_prof import stats
+from domino_prof.emulation import comm_marker
 from domino_prof.errors import ConfigError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
-from domino_prof.reference_model.config import RunConfig
+from domino_prof.reference_model.config import RunConfig, comm_info
 from domino_prof.reference_model.schedule import build_runner
 
 EXIT_OOM = 3
@@ -218,9 +219,6 @@ class ModeRun:
         sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
         mark = None
         if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
-            from domino_prof.emulation import comm_marker
-            from domino_prof.reference_model.config import comm_info
-
             mark = comm_marker(comm_info(cfg)["profile"], ranks=cfg.tp, rank=0)
         with torch.profiler.profile(
             activities=acts,
@@ -275,8 +273,6 @@ def _numerics(cfg: RunConfig, mode: str) -> str:
     """run.json's word on the losses: nocomm skips the collectives and an emulated run's
     collectives write no reduced values, so neither computes the real step's numbers."""
     if cfg.emulated:
-        from domino_prof.reference_model.config import comm_info
-
         return f"meaningless ({comm_info(cfg)['label']})"
     return "meaningless (collectives skipped)" if mode == "nocomm" else "exact"
 

@@ -10,7 +10,7 @@ Builders select, reshape and downsample; every number they show was computed by
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from domino_prof import __version__
 from domino_prof.analysis import timeline as tl
+from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
+from domino_prof.analysis.document import Analysis
+from domino_prof.analysis.limits import limits
 from domino_prof.analysis.results import Overheads, Stats, Where
+from domino_prof.rundata import comparison_table, verdict_text, verdicts
 
 COLORS = {
     "compute": "#4E79A7",
@@ -117,18 +122,18 @@ def _frame(obj: Any, name: str) -> pd.DataFrame | None:
     return f if isinstance(f, pd.DataFrame) else None
 
 
-def _unit_label(analysis: Any) -> str:
+def _unit_label(analysis: Analysis) -> str:
     return "thread" if _get(analysis, "mode") == "cpu" else "stream"
 
 
-def _n_steps(analysis: Any) -> int:
+def _n_steps(analysis: Analysis) -> int:
     totals = _get(analysis, "totals") or {}
     n = totals.get("n_iterations") or 0
     return int(n) if not _missing(n) else 0
 
 
 # --- headline ----------------------------------------------------------------
-def headline(analysis: Any, *, comparison: dict | None = None, title: str = "") -> Section:
+def headline(analysis: Analysis, *, comparison: dict | None = None, title: str = "") -> Section:
     """Cards: hidden %, exposed comm ms/step, step time (+ speedup vs tp and fraction
     of nocomm from a multi-mode run.json comparison row).
 
@@ -209,7 +214,7 @@ def _ns_ms(x: object) -> float | None:
 
 # --- timeline ------------------------------------------------------------------
 def step_timeline(
-    analysis: Any, *, iteration: int | None = None, max_per_lane: int = MAX_RECTS_PER_LANE
+    analysis: Analysis, *, iteration: int | None = None, max_per_lane: int = MAX_RECTS_PER_LANE
 ) -> Section:
     """One step, one lane per (rank, stream): compute / comm hidden / comm exposed. On
     a CPU trace the lanes are threads: the main thread and the gloo threads by name."""
@@ -320,7 +325,7 @@ def _thread_roles(pieces: pd.DataFrame) -> dict[tuple[int, int], str]:
 
 
 # --- layer x micro-batch -----------------------------------------------------------
-def layer_heatmap(analysis: Any) -> Section:
+def layer_heatmap(analysis: Analysis) -> Section:
     title = "Hidden % by layer × micro-batch"
     by_op = _frame(analysis, "by_op")
     grid = tl.layer_grid(by_op)
@@ -387,7 +392,7 @@ def layer_heatmap(analysis: Any) -> Section:
 
 
 # --- exposed comm by op ------------------------------------------------------------
-def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
+def exposed_by_op(analysis: Analysis, *, top: int = TOP_OPS) -> Section:
     title = "Exposed comm by op name"
     t = _get(analysis, "totals") or {}
     if not t.get("comm_ns"):
@@ -424,7 +429,7 @@ def exposed_by_op(analysis: Any, *, top: int = TOP_OPS) -> Section:
     return Section("ops", title, cap, fig, notes)
 
 
-def comm_by_collective_type(analysis: Any) -> Section:
+def comm_by_collective_type(analysis: Analysis) -> Section:
     """Hidden / exposed comm per collective type (all-reduce, reduce-scatter,
     all-gather, ...), pooled over ranks."""
     title = "Comm by collective type"
@@ -483,7 +488,7 @@ _PALETTE = [
 ]
 
 
-def _overheads(analysis: Any) -> Overheads | None:
+def _overheads(analysis: Analysis) -> Overheads | None:
     """The analysis' typed overheads (a JSON-shaped dict is read as one); None when the
     overhead analysis did not run."""
     ov = _get(analysis, "overheads")
@@ -492,7 +497,7 @@ def _overheads(analysis: Any) -> Overheads | None:
     return ov if isinstance(ov, Overheads) else Overheads.of(ov)
 
 
-def _ov_part(analysis: Any, key: str, what: str) -> Any:
+def _ov_part(analysis: Analysis, key: str, what: str) -> Any:
     """The overhead section ``key`` when it was computed, else an Unavailable saying why
     (the section's own ``reason``)."""
     ov = _overheads(analysis)
@@ -533,7 +538,7 @@ def _log_hist(values_ns: np.ndarray, *, color: str) -> tuple[go.Figure, int]:
     return fig, n_zero
 
 
-def switch_gaps(analysis: Any) -> Section:
+def switch_gaps(analysis: Analysis) -> Section:
     """Stream-switch gaps: total device idle by consumer op (top ops of the overheads
     summary), p50/p95 in the hover; the stream pairs in a table."""
     title = "Stream-switch gaps"
@@ -586,7 +591,7 @@ def _us(x: object) -> float | None:
     return None if _missing(x) else float(x) / 1e3
 
 
-def launch_delays(analysis: Any) -> Section:
+def launch_delays(analysis: Analysis) -> Section:
     """Histogram of launch delays (device start − end of the launch call)."""
     title = "Kernel launch delays"
     la = _ov_part(analysis, "launches", "Kernel launches")
@@ -612,7 +617,7 @@ def launch_delays(analysis: Any) -> Section:
     return Section("launches", title, cap, fig)
 
 
-def graph_candidates(analysis: Any) -> Section:
+def graph_candidates(analysis: Analysis) -> Section:
     title = "CUDA-graph candidates"
     la = _ov_part(analysis, "launches", "Graph candidates")
     if isinstance(la, Unavailable):
@@ -660,7 +665,7 @@ def _rank_cell(v: Any) -> str:
     return "none" if v is None or (isinstance(v, (int, float)) and v < 0) else _cell(v)
 
 
-def rank_skew(analysis: Any) -> Section:
+def rank_skew(analysis: Analysis) -> Section:
     """Per rank: time spent waiting for later peers, and skew it caused by arriving last."""
     title = "Cross-rank skew and stragglers"
     ranks = _get(analysis, "ranks") or []
@@ -734,7 +739,7 @@ def _where_text(w: Any) -> str:
     return "" if w is None else str(w)
 
 
-def findings(analysis: Any) -> Section:
+def findings(analysis: Analysis) -> Section:
     title = "Findings"
     ov = _overheads(analysis)
     if ov is None:
@@ -776,7 +781,7 @@ def _flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
+def configuration(analysis: Analysis | None, *, run: dict | None = None) -> Section:
     rows: list[list[str]] = []
     notes: list[str] = [str(n) for n in (run or {}).get("notes") or []]
     if run:
@@ -795,7 +800,6 @@ def configuration(analysis: Any | None, *, run: dict | None = None) -> Section:
             d = cfg if isinstance(cfg, dict) else getattr(cfg, "__dict__", {})
             rows.extend([[f"analysis.{k}", v] for k, v in _flatten(d)])
         notes.extend(str(n) for n in _get(analysis, "notes") or [])
-    from domino_prof import __version__
 
     rows.append(["domino-prof", __version__])
     half = (len(rows) + 1) // 2
@@ -814,8 +818,6 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     """Timed step per mode and the comparison table (``rundata.comparison_table``: the
     columns and units the CLI prints); ``hidden_pct`` fills that column from the
     analyses where run.json has none. Bars are neutral (green means hidden comm)."""
-    from domino_prof.rundata import comparison_table
-
     title = "Modes compared"
     comp = [dict(c) for c in run.get("comparison") or []]
     for c in comp:
@@ -861,11 +863,9 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
 
 
-def domino_limits(run: dict, analyses: Any) -> Section | None:
+def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> Section | None:
     """What keeps domino from nocomm in this run (``analysis.limits``): the profiled step
     gap split into exposed comm, overlap tax, host and the rest. None without both modes."""
-    from domino_prof.analysis.limits import limits
-
     d = limits(run, analyses)
     if d is None:
         return None
@@ -891,8 +891,6 @@ def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> s
     noise" only when the interval holds 1.0. Without ``verdict`` (a run.json before
     blocks): from the comparison rows' step times, said to have no interval. "" when
     the run lacks a pair."""
-    from domino_prof.rundata import verdict_text, verdicts
-
     if verdict is None:
         verdict = verdicts({str(c.get("mode")): {"step_ms": c.get("step_ms")} for c in comp
                             if not _missing(c.get("step_ms"))})  # fmt: skip
@@ -901,7 +899,11 @@ def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> s
 
 # --- compare two analyses ----------------------------------------------------------
 def compare_headline(
-    a: Any, b: Any, *, labels: tuple[str, str], timed_step_ms: tuple[float, float] | None = None
+    a: Analysis,
+    b: Analysis,
+    *,
+    labels: tuple[str, str],
+    timed_step_ms: tuple[float, float] | None = None,
 ) -> Section:
     """Headline numbers of A and B side by side. ``timed_step_ms``: each side's timed
     (unprofiled) step from its run.json, the step time comparisons use; the profiled
@@ -945,7 +947,9 @@ def compare_headline(
     )
 
 
-def compare_ops_figure(a: Any, b: Any, *, labels: tuple[str, str], top: int = TOP_OPS) -> Section:
+def compare_ops_figure(
+    a: Analysis, b: Analysis, *, labels: tuple[str, str], top: int = TOP_OPS
+) -> Section:
     title = "Exposed comm per op, delta"
     m = tl.compare_ops(
         _frame(a, "by_op"),
@@ -1057,7 +1061,7 @@ def for_cpu(secs: list[Section]) -> list[Section]:
     return out
 
 
-def mixed_hardware_note(a: Any, b: Any, *, labels: tuple[str, str]) -> str | None:
+def mixed_hardware_note(a: Analysis, b: Analysis, *, labels: tuple[str, str]) -> str | None:
     """The note when one side of a comparison is a CPU trace and the other a GPU one."""
     ma, mb = _get(a, "mode"), _get(b, "mode")
     if {ma, mb} != {"cpu", "gpu"}:
@@ -1072,7 +1076,11 @@ def mixed_hardware_note(a: Any, b: Any, *, labels: tuple[str, str]) -> str | Non
 
 
 def analysis_sections(
-    analysis: Any, *, run: dict | None = None, mode: str | None = None, with_config: bool = True
+    analysis: Analysis,
+    *,
+    run: dict | None = None,
+    mode: str | None = None,
+    with_config: bool = True,
 ) -> list[Section]:
     """Every section of a one-analysis report, in page order."""
     comparison = None
@@ -1105,7 +1113,7 @@ def analysis_sections(
     return secs
 
 
-def whatif_sections(analysis: Any, *, run: dict | None = None) -> list[Section]:
+def whatif_sections(analysis: Analysis, *, run: dict | None = None) -> list[Section]:
     """The replay's what-if table and critical paths (analysis.replay), and on a CPU
     trace why its threads could not overlap for free (analysis.cpu_threads). Tables
     only: every number comes from the analysis."""
@@ -1141,8 +1149,6 @@ def whatif_sections(analysis: Any, *, run: dict | None = None) -> list[Section]:
         Table(["rank", "step", "wall", "compute", "exposed comm", "host", "idle"], cp,
               [True, True, True, True, True, True, True])))  # fmt: skip
     if _get(analysis, "mode") == "cpu":
-        from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
-
         b = busy_threads(_get(analysis, "intervals"), cpu_count=cpu_count_of(run))
         if b is not None:
             out.append(Section("cpu_threads", "CPU threads",

@@ -18,8 +18,11 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from domino_prof import __version__
+from domino_prof.analysis.document import Analysis
 from domino_prof.io import atomic_write_text
 from domino_prof.report import figures as F
+from domino_prof.rundata import comm_label
 
 _CSS = """
 :root { --fg:#1f2933; --muted:#616e7c; --line:#e4e7eb; --bg:#f5f7fa; --card:#fff;
@@ -166,8 +169,6 @@ class _Page:
         title, on the first screen, saying every number stands on emulated collectives."""
         from plotly.offline import get_plotlyjs
 
-        from domino_prof import __version__
-
         now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         nav = "".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in self.nav)
         return "".join([
@@ -197,10 +198,8 @@ def _banner(emulation: str | None) -> str:
     )
 
 
-def _emulation_of(*analyses: Any, run: dict | None = None) -> str | None:
+def _emulation_of(*analyses: Analysis | F.Unavailable, run: dict | None = None) -> str | None:
     """The label of run.json's ``comm`` block, else of the analyses' trace marks."""
-    from domino_prof.rundata import comm_label
-
     labels = [comm_label(run)] if run else []
     labels += [getattr(a, "emulation", None) for a in analyses]
     labels = list(dict.fromkeys(x for x in labels if x))
@@ -239,12 +238,12 @@ def _cards(cards: Sequence[F.Card]) -> str:
     return "".join(out)
 
 
-def _source(analysis: Any) -> str:
+def _source(analysis: Analysis | F.Unavailable) -> str:
     return str(getattr(analysis, "source", "") or "")
 
 
 def _sections(
-    analysis: Any, *, run: dict | None, mode: str | None, with_config: bool
+    analysis: Analysis | F.Unavailable, *, run: dict | None, mode: str | None, with_config: bool
 ) -> list[F.Section]:
     """The sections of one analysis, or one note when it could not be analysed."""
     if isinstance(analysis, F.Unavailable):
@@ -257,7 +256,11 @@ def _sections(
 
 
 def render_report(
-    analysis: Any, *, run: dict | None = None, mode: str | None = None, title: str | None = None
+    analysis: Analysis | F.Unavailable,
+    *,
+    run: dict | None = None,
+    mode: str | None = None,
+    title: str | None = None,
 ) -> str:
     """The HTML text of a one-analysis report."""
     if mode is None and run and len(run.get("modes") or {}) == 1:
@@ -271,7 +274,7 @@ def render_report(
 
 
 def write_report(
-    analysis: Any,
+    analysis: Analysis | F.Unavailable | Mapping[str, Analysis | F.Unavailable],
     path: str | Path,
     *,
     run: dict | None = None,
@@ -287,7 +290,9 @@ def write_report(
     return atomic_write_text(path, render_report(analysis, run=run, mode=mode, title=title))
 
 
-def render_run_report(analyses: Mapping[str, Any], *, run: dict, title: str | None = None) -> str:
+def render_run_report(
+    analyses: Mapping[str, Analysis | F.Unavailable], *, run: dict, title: str | None = None
+) -> str:
     """A multi-mode run: the mode comparison, then one group of sections per mode."""
     page = _Page()
     if len(analyses) > 1 or run.get("comparison"):
@@ -326,15 +331,19 @@ def _run_facts(run: dict) -> list[str]:
 
 
 def write_run_report(
-    analyses: Mapping[str, Any], path: str | Path, *, run: dict, title: str | None = None
+    analyses: Mapping[str, Analysis | F.Unavailable],
+    path: str | Path,
+    *,
+    run: dict,
+    title: str | None = None,
 ) -> Path:
     """Write the report of a run directory (one section group per mode)."""
     return atomic_write_text(path, render_run_report(analyses, run=run, title=title))
 
 
 def render_compare(
-    a: Any,
-    b: Any,
+    a: Analysis,
+    b: Analysis,
     *,
     labels: tuple[str, str] = ("A", "B"),
     title: str | None = None,
@@ -364,8 +373,8 @@ def render_compare(
 
 
 def write_compare(
-    a: Any,
-    b: Any,
+    a: Analysis,
+    b: Analysis,
     path: str | Path,
     *,
     labels: tuple[str, str] = ("A", "B"),

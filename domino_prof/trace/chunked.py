@@ -207,7 +207,7 @@ def _parse_buffer_in_chunks(path_s: str, buf, rank_arg: int | None, nproc: int) 
     if isinstance(top_doc, list) or top_doc.traceEvents is None:
         return None
     top = _top_of(top_doc)
-    meta = _meta_from_top(path_s, top, rank_arg)  # may raise a _FileError: fine
+    meta = _meta_from_top(path_s, top, rank_arg)  # may raise a FileError: fine
     base = top["baseTimeNanoseconds"]
     n_chunks = max(nproc, -(-(end - start) // _CHUNK_TARGET))
     bounds = _chunk_bounds(buf, start, end, n_chunks)
@@ -466,7 +466,7 @@ def _parse_streaming(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed |
             gc.enable()
     if top_doc is None or len({p.unit for p in parts} - {None}) > 1:
         return None  # chunks disagree on the time unit: the whole file decides
-    meta = _meta_from_top(path_s, _top_of(top_doc), rank_arg)  # may raise a _FileError
+    meta = _meta_from_top(path_s, _top_of(top_doc), rank_arg)  # may raise a FileError
     return _finish(path_s, meta, parts)
 
 

@@ -36,7 +36,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from domino_prof.trace.read import _FileError
+from domino_prof.emulation.marker import trace_marker
+from domino_prof.errors import TraceError
+from domino_prof.trace.read import FileError
 from domino_prof.trace.schema import LEGACY_CATEGORIES, RankMeta
 
 # --------------------------------------------------------------------------- #
@@ -156,10 +158,10 @@ class _Parsed:
     n: int = 0
 
 
-def _decode_error(sp: str, data: bytes, e: Exception) -> _FileError:
+def _decode_error(sp: str, data: bytes, e: Exception) -> FileError:
     msg = str(e)
     if "truncated" in msg:
-        return _FileError(
+        return FileError(
             sp,
             "invalid JSON: the file ends early (truncated)",
             "re-copy the file or re-export the trace (the writer was probably interrupted)",
@@ -172,7 +174,7 @@ def _decode_error(sp: str, data: bytes, e: Exception) -> _FileError:
         where = f" at byte {pos} (line {line})"
     reason = msg.split(" - ")[0].replace("JSON is malformed: ", "")
     reason = re.sub(r"\s*\(byte \d+\)", "", reason)
-    return _FileError(
+    return FileError(
         sp,
         f"invalid JSON{where}: {reason}",
         "this is not a valid Chrome trace; re-export it with the PyTorch profiler",
@@ -180,7 +182,7 @@ def _decode_error(sp: str, data: bytes, e: Exception) -> _FileError:
 
 
 def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
-    """-> (top-level fields, events); raises _FileError for malformed files."""
+    """-> (top-level fields, events); raises FileError for malformed files."""
     gc_was = gc.isenabled()
     gc.disable()  # millions of small objects: generational GC passes only cost time
     try:
@@ -203,13 +205,13 @@ def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
         and isinstance(doc.schema, str)
         and doc.schema.startswith("domino-prof/")
     ):
-        raise _FileError(
+        raise FileError(
             sp,
             f"this is a domino-prof {doc.schema.split('/', 1)[1]} document, not a profiler trace",
             "pass the trace files or the run directory it was made from",
         )
     if doc.traceEvents is None:
-        raise _FileError(
+        raise FileError(
             sp,
             "no 'traceEvents' list (not a PyTorch profiler trace)",
             "pass the file written by torch.profiler's export_chrome_trace / "
@@ -238,11 +240,11 @@ def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
         raw if isinstance(raw, list) else raw.get("traceEvents") if isinstance(raw, dict) else None
     )
     if not isinstance(raw, (list, dict)):
-        raise _FileError(sp, "top-level JSON value is not an object", "pass a Chrome trace file")
+        raise FileError(sp, "top-level JSON value is not an object", "pass a Chrome trace file")
     events: list[_Event] = []
     if evs_raw is not None:
         if not isinstance(evs_raw, list):
-            raise _FileError(sp, "'traceEvents' is not a list", "pass a Chrome trace file")
+            raise FileError(sp, "'traceEvents' is not a list", "pass a Chrome trace file")
         for i, ev in enumerate(evs_raw):
             if not isinstance(ev, dict):
                 continue
@@ -283,7 +285,7 @@ def _sanitise_event(sp: str, i: int, ev: dict) -> _Event:
             out[f] = msgspec.convert(ev[f], _EVENT_TYPES[f], strict=False)
         except (msgspec.ValidationError, TypeError):
             if f in ("ts", "dur") and ev.get("ph") == "X":
-                raise _FileError(
+                raise FileError(
                     sp,
                     f"traceEvents[{i}].{f} is {ev[f]!r}, not a number",
                     "fix or re-export the trace",
@@ -415,7 +417,7 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
         dist = {}
     rank = _json_int(dist.get("rank"))
     if rank is not None and rank_arg is not None and rank != rank_arg:
-        raise _FileError(
+        raise FileError(
             path_s,
             f"distributedInfo.rank is {rank} but rank={rank_arg} was given",
             "drop the rank argument (the file names its rank)",
@@ -423,7 +425,7 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
     if rank is None:
         rank = rank_arg if rank_arg is not None else _rank_from_name(Path(path_s))
     if rank is None:
-        raise _FileError(
+        raise FileError(
             path_s,
             "no distributedInfo.rank in the file and no unambiguous rank in its name",
             "give the rank (--rank N / rank=N) or name the file like rank3.json",
@@ -453,13 +455,10 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
 
 def _emulation(path_s: str, top: dict) -> str | None:
     """The label of the file's comm-emulation mark (``emulation.trace_marker``), or None."""
-    from domino_prof.emulation.marker import trace_marker
-    from domino_prof.errors import TraceError
-
     try:
         return trace_marker(top)
     except TraceError as e:
-        raise _FileError(path_s, e.problem, e.fix) from None
+        raise FileError(path_s, e.problem, e.fix) from None
 
 
 @dataclass

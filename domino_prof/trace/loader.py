@@ -57,7 +57,7 @@ from domino_prof.errors import ConfigError, TraceError
 from domino_prof.trace.decode import _Parsed
 from domino_prof.trace.parse import parse_or_error
 from domino_prof.trace.pool import _ignored_beside, find_trace_files, map_files
-from domino_prof.trace.read import _FileError
+from domino_prof.trace.read import FileError
 from domino_prof.trace.schema import (
     CATEGORY_COLUMNS,
     EVENT_COLUMNS,
@@ -74,7 +74,7 @@ __all__ = ["find_trace_files", "load_trace", "rank_metadata_problems", "trace_fi
 # --------------------------------------------------------------------------- #
 
 
-def _assemble(parsed: list[_Parsed]) -> pd.DataFrame:
+def assemble_events(parsed: list[_Parsed]) -> pd.DataFrame:
     parsed = sorted(parsed, key=lambda p: p.meta.rank)
     n_total = sum(p.n for p in parsed)
     data: dict[str, Any] = {}
@@ -144,7 +144,7 @@ def sort_results(
     good: list = []
     skipped: list[tuple[str, str]] = []
     for r in results:
-        if isinstance(r, _FileError):
+        if isinstance(r, FileError):
             if not (is_dir and skip_bad):
                 hint = r.fix + (" (or use --skip-bad to skip bad files)" if is_dir else "")
                 raise TraceError(r.path, r.problem, hint)
@@ -236,7 +236,7 @@ def load_trace(
     good, skipped = sort_results(p, files, results, is_dir=is_dir, skip_bad=skip_bad)
     check_unique_ranks(p, [(r.meta.rank, r.path) for r in good])
     by_rank = {r.meta.rank: r for r in good}
-    events = _assemble(good)
+    events = assemble_events(good)
     return Trace(
         events=events,
         ranks={k: by_rank[k].meta for k in sorted(by_rank)},

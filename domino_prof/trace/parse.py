@@ -13,11 +13,11 @@ from domino_prof.trace.chunked import _parse_buffer_in_chunks, _parse_streaming
 from domino_prof.trace.decode import _parse_whole, _Parsed
 from domino_prof.trace.pool import _peak_bytes
 from domino_prof.trace.read import (
-    _FileError,
+    FileError,
     _is_regular,
-    _read_bytes,
     _read_stream,
     _uncompressed_size,
+    read_bytes,
 )
 
 _STREAM_BYTES = 16 * 1024 * 1024  # files this big are decoded chunk by chunk
@@ -40,18 +40,18 @@ def _parse_file(path_s: str, rank_arg: int | None, nproc: int = 1) -> _Parsed:
         parsed = _parse_streaming(path_s, rank_arg, nproc)
         if parsed is not None:
             return parsed
-    return _parse_whole(path_s, _read_bytes(path), rank_arg)
+    return _parse_whole(path_s, read_bytes(path), rank_arg)
 
 
-def parse_or_error(path_s: str, nproc: int = 1, *, rank: int | None = None) -> _Parsed | _FileError:
+def parse_or_error(path_s: str, nproc: int = 1, *, rank: int | None = None) -> _Parsed | FileError:
     """Worker entry point: errors come back as values (TraceError does not pickle)."""
     try:
         return _parse_file(path_s, rank, nproc)
-    except _FileError as e:
+    except FileError as e:
         return e
     except MemoryError:
         need = _peak_bytes(_uncompressed_size(Path(path_s))) / 1e9
-        return _FileError(
+        return FileError(
             path_s,
             f"out of memory while loading (needs about {need:.1f} GB)",
             "load fewer rank files at once (point at a subdirectory) or use more memory",

@@ -69,7 +69,7 @@ def _peak_bytes(json_bytes: int) -> int:
     return int(json_bytes * 3.5) + (64 << 20)
 
 
-def _cores() -> int:
+def cpu_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -87,7 +87,7 @@ def _plan_chunks(size: int, workers: int | None) -> int:
     than it saves. ``workers=N`` asks for N explicitly."""
     if workers is not None:
         return max(1, workers)
-    return _cores() if size >= _SPLIT_BYTES else 1
+    return cpu_cores() if size >= _SPLIT_BYTES else 1
 
 
 def _plan_workers(sizes: list[int], workers: int | None, *, peak_factor: float = 1.0) -> int:
@@ -95,7 +95,7 @@ def _plan_workers(sizes: list[int], workers: int | None, *, peak_factor: float =
     a job's peak over a plain load's, :func:`_peak_bytes`)."""
     if len(sizes) <= 1:
         return 1
-    cores = _cores()
+    cores = cpu_cores()
     if workers is None:
         if sum(sizes) < _POOL_BYTES:
             return 1

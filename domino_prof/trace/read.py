@@ -53,7 +53,7 @@ def _strip_bom(data):
     return data
 
 
-class _FileError(Exception):
+class FileError(Exception):
     """A per-file problem, raised as TraceError by the parent (picklable)."""
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
@@ -61,7 +61,7 @@ class _FileError(Exception):
         self.path, self.problem, self.fix = path, problem, fix
 
 
-def _read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
+def read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
     """The file's JSON text (gzip inflated); a bytearray when ``mutable``."""
     sp = str(path)
     try:
@@ -73,20 +73,20 @@ def _read_bytes(path: Path, *, mutable: bool = False) -> bytes | bytearray:
         else:
             data = path.read_bytes()
     except FileNotFoundError:
-        raise _FileError(sp, "no such file", "check the path") from None
+        raise FileError(sp, "no such file", "check the path") from None
     except PermissionError:
-        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+        raise FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
     except IsADirectoryError:
-        raise _FileError(sp, "is a directory", "pass the directory itself") from None
+        raise FileError(sp, "is a directory", "pass the directory itself") from None
     except OSError as e:
-        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+        raise FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
     if data[:2] == b"\x1f\x8b":
         data = _gunzip(bytes(data), sp)
         if mutable:
             data = bytearray(data)
     data = _strip_bom(data)
     if not data[:4096].strip() and not data.strip():  # strip() copies: only when needed
-        raise _FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
+        raise FileError(sp, "empty file", "re-export the trace (the profiler wrote nothing)")
     return data
 
 
@@ -100,11 +100,11 @@ def _gunzip(data: bytes, sp: str) -> bytes:
             parts.append(d.decompress(data))
             parts.append(d.flush())
         except (zlib.error, z.error) as e:
-            raise _FileError(
+            raise FileError(
                 sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
             ) from None
         if not d.eof:
-            raise _FileError(
+            raise FileError(
                 sp,
                 "truncated gzip file (the compressed stream ends early)",
                 "re-copy the file or re-export the trace (the writer was probably interrupted)",
@@ -133,7 +133,7 @@ def _read_stream(path: Path) -> bytearray:
     for block in _raw_blocks(path):
         out += block
     if not out.strip():
-        raise _FileError(
+        raise FileError(
             str(path), "empty file", "re-export the trace (the profiler wrote nothing)"
         )
     return out
@@ -158,7 +158,7 @@ class _StreamGunzip:
             try:
                 out += self.d.decompress(data)
             except (zlib.error, self.z.error) as e:
-                raise _FileError(
+                raise FileError(
                     self.sp, f"corrupt gzip data ({e})", "re-copy or re-export the trace"
                 ) from None
             if not self.d.eof:
@@ -169,7 +169,7 @@ class _StreamGunzip:
 
     def finish(self) -> None:
         if self.started and not self.ignore:
-            raise _FileError(
+            raise FileError(
                 self.sp,
                 "truncated gzip file (the compressed stream ends early)",
                 "re-copy the file or re-export the trace (the writer was probably interrupted)",
@@ -206,18 +206,18 @@ _READ = 1 << 20  # bytes read from the file at a time
 
 def _raw_blocks(path: Path) -> Iterator[bytes]:
     """The file's JSON text, gzip inflated, in blocks of about :data:`BLOCK` bytes
-    (the first without its BOM); errors as :class:`_FileError`."""
+    (the first without its BOM); errors as :class:`FileError`."""
     sp = str(path)
     try:
         f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
     except FileNotFoundError:
-        raise _FileError(sp, "no such file", "check the path") from None
+        raise FileError(sp, "no such file", "check the path") from None
     except PermissionError:
-        raise _FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
+        raise FileError(sp, "permission denied", "make the file readable (chmod +r)") from None
     except IsADirectoryError:
-        raise _FileError(sp, "is a directory", "pass the directory itself") from None
+        raise FileError(sp, "is a directory", "pass the directory itself") from None
     except OSError as e:
-        raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+        raise FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
     out = bytearray()
     gz: _StreamGunzip | None = None
     first, seen = True, False
@@ -226,7 +226,7 @@ def _raw_blocks(path: Path) -> Iterator[bytes]:
             try:
                 chunk = f.read(_READ if gz is not None or first else BLOCK)
             except OSError as e:
-                raise _FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
+                raise FileError(sp, f"cannot read ({e.strerror or e})", "check the file") from None
             if not chunk:
                 break
             if first:
