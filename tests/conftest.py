@@ -38,14 +38,22 @@ _RANK_MODULES = {
     "test_gloo_trace",  # a 2-rank gloo job (tests/gloo_job.py)
     "test_dask_processes",  # a scheduler and two worker processes, one of them killed
 }
-_LONG_FIRST = [  # in-process modules of 15-35 s on 2 cores, longest first
+_LONG_FIRST = [  # in-process modules of ~10-40 s on the shared 2-core box, longest first;
+    # the many short ones follow (collection order), so both workers end together
+    "test_front_door",
+    "test_check_cli",
+    "test_report_browser",
     "test_output_errors",
     "test_user_mistakes_cli",
-    "test_report_browser",
+    "test_emulate_run",
+    "test_loader",
     "test_rank_and_skip_bad_options",
-    "test_decode_columns",
     "test_engine",
+    "test_decode_columns",
     "test_trace_units_and_forms",
+    "test_readme",
+    "test_check_ci",
+    "test_launcher",
 ]
 
 
