@@ -153,9 +153,9 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
 def test_bad_flags_one_line_exit_2(tmp_path, args, needle):
     # in this process (CliRunner): the CLI routes both the console script and
     # CliRunner().invoke(app) through one main (domino_prof/cli.py), so they behave the
-    # same; a subprocess per case cost ~3-9 s each (`run` imports torch before it
-    # validates). test_a_bad_flag_in_a_real_process_is_one_line_exit_2 keeps one case
-    # as a real process.
+    # same; a subprocess per case cost ~3-9 s each (then, `run` imported torch before
+    # it validated; RunConfig.from_options now validates first). test_a_bad_flag_in_a_
+    # real_process_is_one_line_exit_2 keeps one case as a real process.
     res = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path / "x")])
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
