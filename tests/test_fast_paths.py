@@ -130,8 +130,10 @@ def test_outermost_op_equals_the_scan(seed):
     assert got.tolist() == _outermost_loop(a_tid, a_s, a_e, q_tid, q_t)
 
 
-def _sync_targets_loop(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd):
-    """replay._sync_targets before (commit 67ef664), verbatim."""
+def _sync_targets_loop(ev, iv, h_api, h_s, h_e, h_tid, h_corr, call_of, nd):
+    """replay._sync_targets before (commit 67ef664), verbatim, plus the event-sync rule
+    added since (an event sync waits for the latest-ending interval of its stream that
+    had ended when it returned: the two lines marked)."""
     sync_idx = np.flatnonzero(np.isin(h_api, replay.SYNC_CALLS))
     if len(sync_idx) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -157,6 +159,8 @@ def _sync_targets_loop(ev, iv, h_api, h_s, h_tid, h_corr, call_of, nd):
                     continue
                 st = int(d_stream[mine[np.argmax(d_ls[mine])]])
             cand = np.flatnonzero(before & (d_stream == st))
+            if h_api[i] in replay._EVENT_SYNCS:  # the event-sync rule
+                cand = cand[d_e[cand] <= h_e[i]]  # the event-sync rule
         if len(cand):
             xd.append(nd + i)
             xs.append(int(cand[np.argmax(d_e[cand])]))
@@ -175,6 +179,7 @@ def test_sync_targets_equal_the_loop(seed):
     apis = np.array([*replay.SYNC_CALLS, "cudaLaunchKernel", "cudaMemcpyAsync"], dtype=object)
     h_api = rng.choice(apis, nh)
     h_s = rng.integers(0, 2_200, nh).astype(np.int64)
+    h_e = h_s + rng.integers(0, 600, nh).astype(np.int64)
     h_tid = rng.integers(0, 4, nh).astype(np.int64)
     h_corr = rng.integers(-1, 40, nh).astype(np.int64)
     m = int(rng.integers(0, 30))
@@ -183,7 +188,7 @@ def test_sync_targets_equal_the_loop(seed):
         "name": rng.choice(np.array(["Stream Sync", "Stream Wait Event"], dtype=object), m),
         "correlation": rng.integers(-1, 40, m), "stream": rng.integers(-1, 4, m),
     })  # fmt: skip
-    args = (ev, iv, h_api, h_s, h_tid, h_corr, None, nd)
+    args = (ev, iv, h_api, h_s, h_e, h_tid, h_corr, None, nd)
     want = _sync_targets_loop(*args)
     got = replay._sync_targets(*args)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
