@@ -17,6 +17,7 @@ way from its buffer (:func:`_parse_buffer_in_chunks`).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import mmap
 import os
@@ -335,10 +336,8 @@ def _stream_worker(tasks, results, sp: str) -> None:  # pragma: no cover - forke
             results.send(("ok", _decode_chunk(chunk, base, sp)))
             del chunk, msg
     except BaseException as e:  # noqa: BLE001 - anything: the parent falls back
-        try:
+        with contextlib.suppress(BaseException):  # the parent may be gone already
             results.send(("fail", repr(e)))
-        except BaseException:  # noqa: BLE001
-            pass
     finally:
         os._exit(0)
 
