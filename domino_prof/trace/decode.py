@@ -637,7 +637,7 @@ def _events_to_part(events: list, base: int | None, src: bytes, sp: str) -> _Par
         (e.name, e.pid, e.tid, e.args.name)
         for e in compress(events, map("M".__eq__, phs))
         if isinstance(e.args.name, str)
-    ]
+    ] if "M" in kinds else []  # fmt: skip
     begin_end = "B" in kinds or "E" in kinds
     if begin_end:
         is_row = list(map(_ROW_PH.__contains__, phs))
@@ -684,52 +684,58 @@ def _events_to_part(events: list, base: int | None, src: bytes, sp: str) -> _Par
         )
     del phs
     ints: dict[str, np.ndarray] = {"ts": ts, "dur": dur}
-    keyed_ints, cats, str_rows = _keyed_columns(xs, n)
-    ints.update(keyed_ints)
-    per_row = np.fromiter(chain.from_iterable(map(_PER_ROW, xs)), np.int64, n * len(_PER_ROW_COLS))
+    cats: dict[str, tuple[np.ndarray, list[str]]] = {}
+    str_rows: dict[str, tuple[np.ndarray, list[str]]] = {}
+    args = list(map(_ARGS, xs))
+    _keyed_columns(map(_ROW_KEY, xs), _ROW_KEY_COLS, n, ints, cats, str_rows)
+    del xs
+    _keyed_columns(map(_ARGS_KEY, args), _ARGS_KEY_COLS, n, ints, cats, str_rows)
+    per_row = np.fromiter(
+        chain.from_iterable(map(_PER_ROW, args)), np.int64, n * len(_PER_ROW_COLS)
+    )
     for i, col in enumerate(_PER_ROW_COLS):
         ints[col] = per_row[i :: len(_PER_ROW_COLS)]
-    ints["grid"] = _grid_column(list(map(_GRID, xs)), n)
+    ints["grid"] = _grid_column(list(map(_GRID, args)), n)
     return _Part(n=n, ints=ints, cats=cats, str_rows=str_rows, meta_events=meta_events,
                  unit=unit, ends=ends)  # fmt: skip
 
 
-# A row's columns come in three groups, each read in one C-level pass over the rows (the
-# structs are read once per group, not once per column):
-# - the fields with few distinct values (names, ids, streams, sizes): the tuple of them
-#   is the key of a dict, each row gets its key's number, and the columns are made from
-#   the (few) distinct keys;
-# - the ints that differ from row to row (correlation ids, sequence numbers): one int64
-#   array, a column every len(_PER_ROW_COLS) values;
+# A row's columns come in a few groups, each read in one C-level pass over the rows (a
+# struct is read once per group, not once per column):
+# - the fields with few distinct values (names, ids, streams, sizes), in two groups (the
+#   row's own fields, its args' fields): the tuple of a group's fields is the key of a
+#   dict, each row gets its key's number, and the columns are made from the (few)
+#   distinct keys;
+# - the args' ints that differ from row to row (correlation ids, sequence numbers): one
+#   int64 array, a column every len(_PER_ROW_COLS) values;
 # - ts and dur (floats, read before, for the time unit), and the grid (a list).
-_KEY_COLS = (
-    "cat", "name", "pid", "tid", "coll_name", "pg_name", "stream", "device",
-    "wait_on_stream", "msg_nelems", "group_size", "from_device", "to_device",
+_ROW_KEY_COLS = ("cat", "name", "pid", "tid")
+_ARGS_KEY_COLS = (
+    "coll_name", "pg_name", "stream", "device", "wait_on_stream", "msg_nelems",
+    "group_size", "from_device", "to_device",
 )  # fmt: skip
-_KEY = attrgetter(*(c if c in ("cat", "name", "pid", "tid") else f"args.{c}" for c in _KEY_COLS))
 _PER_ROW_COLS = ("correlation", "external_id", "seq", "wait_on_corr")
-_PER_ROW = attrgetter(*(f"args.{c}" for c in _PER_ROW_COLS))
-_TS_DUR = attrgetter("ts", "dur")
-_GRID = attrgetter("args.grid")
-assert set(_KEY_COLS) | set(_PER_ROW_COLS) == {"cat", "name", "pid", "tid", "coll_name",
-                                                "pg_name", *_INT_ARG_FIELDS}  # fmt: skip
+_ROW_KEY = attrgetter(*_ROW_KEY_COLS)
+_ARGS_KEY = attrgetter(*_ARGS_KEY_COLS)
+_PER_ROW = attrgetter(*_PER_ROW_COLS)
+_ARGS, _TS_DUR, _GRID = attrgetter("args"), attrgetter("ts", "dur"), attrgetter("grid")
+_STR_COLS = frozenset(("cat", "name", "coll_name", "pg_name"))
+assert {*_ARGS_KEY_COLS, *_PER_ROW_COLS} == {"coll_name", "pg_name", *_INT_ARG_FIELDS}
 
 
-def _keyed_columns(xs: list, n: int) -> tuple[dict, dict, dict]:
-    """The :data:`_KEY_COLS` columns of the rows ``xs``: (ints, cats, str_rows) as in
-    :class:`_Part`. Each row's key (its tuple of those fields) is numbered in order of
-    first appearance, as :func:`_factorize` numbers strings; a column is then its
-    values over the distinct keys, taken at each row's number. The categories of a
-    string column come out in order of first appearance over the rows too (a value
-    first appears in the first key that holds it)."""
-    codes, keys = _factorize(map(_KEY, xs), n)
-    by_col = dict(zip(_KEY_COLS, zip(*keys))) if keys else {c: () for c in _KEY_COLS}
-    k = len(keys)
-    ints: dict[str, np.ndarray] = {}
-    cats: dict[str, tuple[np.ndarray, list[str]]] = {}
-    str_rows: dict[str, tuple[np.ndarray, list[str]]] = {}
-    for col, values in by_col.items():
-        if col in ("cat", "name", "coll_name", "pg_name"):
+def _keyed_columns(keys, cols: tuple[str, ...], n: int, ints: dict, cats: dict,
+                   str_rows: dict) -> None:  # fmt: skip
+    """The columns ``cols`` of ``n`` rows from each row's key (the tuple of its values
+    of ``cols``), added to ``ints`` / ``cats`` / ``str_rows`` as in :class:`_Part`. The
+    keys are numbered in order of first appearance, as :func:`_factorize` numbers
+    strings; a column is then its values over the distinct keys, taken at each row's
+    number. The categories of a string column come out in order of first appearance
+    over the rows too (a value first appears in the first key that holds it)."""
+    codes, distinct = _factorize(keys, n)
+    k = len(distinct)
+    by_col = zip(cols, zip(*distinct)) if k else ((c, ()) for c in cols)
+    for col, values in by_col:
+        if col in _STR_COLS:
             kc, names = _factorize(list(values), k)
             cats[col] = (kc[codes], names)
         elif col in ("pid", "tid"):
@@ -744,7 +750,6 @@ def _keyed_columns(xs: list, n: int) -> tuple[dict, dict, dict]:
                 str_rows[col] = (rows.astype(np.int64), [kstrs[i] for i in at[rows].tolist()])
         else:
             ints[col] = np.fromiter(values, np.int64, k)[codes]
-    return ints, cats, str_rows
 
 
 def _pair_begin_end(ints: dict[str, np.ndarray], parts: list[_Part], ids: dict) -> None:
