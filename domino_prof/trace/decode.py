@@ -562,6 +562,8 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
 
 def _emulation(path_s: str, top: dict) -> str | None:
     """The label of the file's comm-emulation mark (``emulation.trace_marker``), or None."""
+    if top.get("domino_prof") is None:  # no mark (emulation.MARKER_KEY): the usual case,
+        return None  # without importing the emulation package (start-up)
     from domino_prof.emulation.marker import trace_marker
     from domino_prof.errors import TraceError
 
