@@ -1,11 +1,13 @@
 """Decoding: JSON text -> typed events (``msgspec``) -> one file's compact columns.
 
 The JSON is decoded straight into small typed structs that declare only the fields
-we use (``args`` included); unknown keys such as ``"Input Dims"`` are skipped by the
-decoder without ever becoming Python objects (see ``loader``'s docstring for the
-measurements). The ``ph == "X"`` structs become numpy columns (names interned);
-``ph == "M"`` metadata names threads and processes; the top-level keys give the rank
-and per-rank metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
+we use (``args`` included), one type per phase (a msgspec tagged union on ``ph``:
+``X`` / ``B`` rows, ``E`` ends, ``M`` metadata, every other phase a struct without
+fields); unknown keys such as ``"Input Dims"`` are skipped by the decoder without ever
+becoming Python objects (see ``loader``'s docstring for the measurements). The rows
+become numpy columns in a few C-level passes (:func:`_events_to_part`); ``ph == "M"``
+metadata names threads and processes; the top-level keys give the rank and per-rank
+metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
 :func:`_parse_whole` decodes one file's text at once; ``chunked`` decodes a big one
 in pieces with the same :func:`_events_to_part` and :func:`_finish`.
 
