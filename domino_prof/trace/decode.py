@@ -29,7 +29,6 @@ import gc
 import math
 import operator
 import re
-from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from itertools import chain, compress, count, repeat
 from operator import attrgetter
@@ -242,9 +241,10 @@ def _grid_column(grids: list, n: int) -> np.ndarray:
     return out
 
 
-@dataclass
-class _Parsed:
-    """One rank file as compact columns (what a worker sends back)."""
+class _Parsed(msgspec.Struct):
+    """One rank file as compact columns (what a worker sends back). These result
+    classes are msgspec Structs rather than dataclasses: the same attributes and
+    pickling, and no code generated when the module is imported (start-up)."""
 
     path: str
     meta: RankMeta
@@ -575,8 +575,7 @@ def _emulation(path_s: str, top: dict) -> str | None:
         raise _FileError(path_s, e.problem, e.fix) from None
 
 
-@dataclass
-class _Ends:
+class _Ends(msgspec.Struct):
     """The ``E`` events of a run of events, and the rows that are ``B`` events."""
 
     b_rows: np.ndarray  # int64, rows (of this run) that are B events
@@ -586,8 +585,7 @@ class _Ends:
     rows_before: np.ndarray  # int64, rows (of this run) before each E in the file
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     """Columns of a run of events (a whole file, or one chunk of a big file).
 
     String pids/tids are not interned here (a chunk cannot know the ids other
