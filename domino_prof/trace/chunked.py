@@ -17,6 +17,7 @@ way from its buffer (:func:`_parse_buffer_in_chunks`).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import mmap
 import os
@@ -27,11 +28,11 @@ from typing import Any
 import msgspec
 
 from domino_prof.trace.decode import (
-    _LAX,
+    _EVENTS,
     _STRICT,
-    _Event,
     _events_to_part,
     _finish,
+    _first_decode,
     _meta_from_top,
     _Parsed,
     _Part,
@@ -49,7 +50,6 @@ from domino_prof.trace.read import iter_blocks
 # leaves brackets unbalanced, so that chunk fails to decode and we fall back.
 _EVENT_GAP = re.compile(rb"\}\s*,\s*\{\s*\"")
 _EVENTS_KEY = re.compile(rb"\"traceEvents\"\s*:\s*\[")
-_CHUNK_DEC = msgspec.json.Decoder(list[_Event])
 _CHUNK_TARGET = 8 * 1024 * 1024  # bytes of JSON per chunk: bounds the structs alive
 _SHARED: Any = None  # the buffer, inherited by forked chunk workers
 
@@ -125,10 +125,7 @@ def _decode_chunks(buf, bounds: list[tuple[int, int]], base: int | None, sp: str
                     chunk = None
                     try:  # the view is released even when Ctrl-C lands mid-decode
                         chunk = mv[lo - 1 : hi + 1]
-                        try:
-                            events = _CHUNK_DEC.decode(chunk)
-                        except msgspec.ValidationError:
-                            events = _LAX.decode(chunk)
+                        events = _first_decode(_EVENTS, chunk)
                         parts.append(_events_to_part(events, base, chunk, sp))
                         del events
                     finally:
@@ -321,10 +318,7 @@ def _stream_chunks(blocks, target: int):
 
 
 def _decode_chunk(chunk: bytes, base: int | None, sp: str) -> _Part:
-    try:
-        events = _CHUNK_DEC.decode(chunk)
-    except msgspec.ValidationError:
-        events = _LAX.decode(chunk)
+    events = _first_decode(_EVENTS, chunk)
     part = _events_to_part(events, base, chunk, sp)
     del events
     return part
@@ -342,10 +336,8 @@ def _stream_worker(tasks, results, sp: str) -> None:  # pragma: no cover - forke
             results.send(("ok", _decode_chunk(chunk, base, sp)))
             del chunk, msg
     except BaseException as e:  # noqa: BLE001 - anything: the parent falls back
-        try:
+        with contextlib.suppress(BaseException):  # the parent may be gone already
             results.send(("fail", repr(e)))
-        except BaseException:  # noqa: BLE001
-            pass
     finally:
         os._exit(0)
 

@@ -1,11 +1,13 @@
 """Decoding: JSON text -> typed events (``msgspec``) -> one file's compact columns.
 
 The JSON is decoded straight into small typed structs that declare only the fields
-we use (``args`` included); unknown keys such as ``"Input Dims"`` are skipped by the
-decoder without ever becoming Python objects (see ``loader``'s docstring for the
-measurements). The ``ph == "X"`` structs become numpy columns (names interned);
-``ph == "M"`` metadata names threads and processes; the top-level keys give the rank
-and per-rank metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
+we use (``args`` included), one type per phase (a msgspec tagged union on ``ph``:
+``X`` / ``B`` rows, ``E`` ends, ``M`` metadata, every other phase a struct without
+fields); unknown keys such as ``"Input Dims"`` are skipped by the decoder without ever
+becoming Python objects (see ``loader``'s docstring for the measurements). The rows
+become numpy columns in a few C-level passes (:func:`_events_to_part`); ``ph == "M"``
+metadata names threads and processes; the top-level keys give the rank and per-rank
+metadata. Timestamps are exact to the ns (:func:`_us_to_ns`).
 :func:`_parse_whole` decodes one file's text at once; ``chunked`` decodes a big one
 in pieces with the same :func:`_events_to_part` and :func:`_finish`.
 
@@ -22,21 +24,20 @@ written in ns: its ``ts`` and ``dur`` are taken as integer ns, exactly, and
 
 from __future__ import annotations
 
+import array
 import gc
 import math
 import operator
 import re
-from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from itertools import compress, count, repeat
+from itertools import chain, compress, count, repeat
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 import numpy as np
 
-from domino_prof.emulation.marker import trace_marker
 from domino_prof.errors import TraceError
 from domino_prof.trace.read import FileError
 from domino_prof.trace.schema import LEGACY_CATEGORIES, RankMeta
@@ -65,10 +66,68 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
 
 
 _NO_ARGS = _Args()
-_PH, _PID, _TID = attrgetter("ph"), attrgetter("pid"), attrgetter("tid")
+_PID, _TID = attrgetter("pid"), attrgetter("tid")
+
+
+class _MetaArgs(msgspec.Struct, frozen=True, gc=False):
+    name: Any = None  # thread_name / process_name: the label
+
+
+_NO_META_ARGS = _MetaArgs()
+_TAGGED: dict[str, Any] = {"tag_field": "ph", "frozen": True, "gc": False}
+
+
+class _Row(msgspec.Struct, tag="X", **_TAGGED):
+    """``ph == "X"``: a complete event, one row. The phase is the struct's type (a
+    tagged union on ``ph``): the decoder picks the type from ``ph`` and builds only the
+    fields that type declares."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: _Args = _NO_ARGS
+
+
+class _Begin(_Row, tag="B"):
+    """``ph == "B"``: a row whose ``dur`` runs to its matching ``E``."""
+
+
+class _End(msgspec.Struct, tag="E", **_TAGGED):
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+
+
+class _Meta(msgspec.Struct, tag="M", **_TAGGED):
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: _MetaArgs = _NO_META_ARGS
+
+
+# Every other phase of the Chrome trace format (flows, instants, counters, async,
+# samples, objects, marks ...): a struct without fields, so the decoder skips the
+# event's contents without building a value. A phase not listed here (or an event
+# without ``ph``) fails the tagged decode: :data:`_EVENTS` then falls back to
+# :class:`_Event`, the untagged struct, which reads any ``ph``.
+_SKIPPED_PHASES = "iICbnesStTpFfPONDVvRc()"
+_SKIPPED = tuple(
+    msgspec.defstruct(f"_Skip{ord(ph)}", [], tag=ph, **_TAGGED) for ph in _SKIPPED_PHASES
+)
+_Tagged = Union[(_Row, _Begin, _End, _Meta, *_SKIPPED)]
+_PHASE_OF_TYPE: dict[type, str] = {
+    _Row: "X", _Begin: "B", _End: "E", _Meta: "M",
+    **{t: ph for t, ph in zip(_SKIPPED, _SKIPPED_PHASES)},
+}  # fmt: skip
 
 
 class _Event(msgspec.Struct, frozen=True, gc=False):
+    """Any event, its phase a plain field: what a tagged decode falls back to (an
+    unknown or missing ``ph``) and what the sanitising decode builds."""
+
     ph: str = ""
     cat: str = ""
     name: str = ""
@@ -80,7 +139,7 @@ class _Event(msgspec.Struct, frozen=True, gc=False):
 
 
 class _Doc(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] | None = None
+    traceEvents: list[_Tagged] | None = None  # type: ignore[valid-type]
     distributedInfo: Any = None
     baseTimeNanoseconds: int | None = None
     deviceProperties: Any = None
@@ -88,6 +147,10 @@ class _Doc(msgspec.Struct, gc=False):
     host_name: Any = None
     schema: Any = None  # set in domino-prof's own documents (analysis.json, run.json)
     domino_prof: Any = None  # the comm-emulation mark (emulation.marker)
+
+
+class _UntaggedDoc(_Doc, gc=False):
+    traceEvents: list[_Event] | None = None
 
 
 class _TsOnly(msgspec.Struct, frozen=True, gc=False):
@@ -110,8 +173,19 @@ class _NsDoc(msgspec.Struct, gc=False):
 
 
 # A trace may also be a bare JSON array of events (Chrome "JSON Array Format").
-_STRICT = msgspec.json.Decoder(_Doc | list[_Event])
-_LAX = msgspec.json.Decoder(_Doc | list[_Event], strict=False)  # "12" -> 12 etc.
+# Tried in this order; a msgspec.ValidationError moves on to the next (:func:`_decode`).
+_STRICT = msgspec.json.Decoder(_Doc | list[_Tagged])
+_LAX = msgspec.json.Decoder(_Doc | list[_Tagged], strict=False)  # "12" -> 12 etc.
+_UNTAGGED = msgspec.json.Decoder(_UntaggedDoc | list[_Event])
+_UNTAGGED_LAX = msgspec.json.Decoder(_UntaggedDoc | list[_Event], strict=False)
+_DOC_DECODERS = (_STRICT, _LAX, _UNTAGGED, _UNTAGGED_LAX)
+# the same for a bare '[...]' of events (a chunk of a big file)
+_EVENTS = (
+    msgspec.json.Decoder(list[_Tagged]),
+    msgspec.json.Decoder(list[_Tagged], strict=False),
+    msgspec.json.Decoder(list[_Event]),
+    msgspec.json.Decoder(list[_Event], strict=False),
+)
 _TS_EXACT = msgspec.json.Decoder(_TsDoc | list[_TsOnly])
 _NS_EXACT = msgspec.json.Decoder(_NsDoc | list[_NsOnly], strict=False)
 _GENERIC = msgspec.json.Decoder()
@@ -130,26 +204,48 @@ _INT_ARG_FIELDS = (
 )  # fmt: skip
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def _grid_product(g: Any) -> int:
-    """x·y·z of a kernel's ``args.grid``; -1 unless a list of positive ints."""
+    """x·y·z of a kernel's ``args.grid``; -1 unless a list of positive ints whose
+    product fits an int64."""
     if isinstance(g, list) and g and all(type(v) is int and v > 0 for v in g):
-        return math.prod(g)
+        p = math.prod(g)
+        return p if p <= _INT64_MAX else -1
     return -1
 
 
 def _grid_column(grids: list, n: int) -> np.ndarray:
     """The ``grid`` column: -1 where absent; the product only for the rows that have one
-    (kernels), so the events without a grid cost one C-level pass."""
+    (kernels). Those are nearly always ``[x, y, z]`` lists of ints: then a few C-level
+    passes check that and numpy multiplies; anything else, row by row."""
     out = np.full(n, -1, np.int64)
     has = np.fromiter(map(operator.is_not, grids, repeat(None)), bool, n)
-    for i in np.flatnonzero(has).tolist():
-        out[i] = _grid_product(grids[i])
+    rows = np.flatnonzero(has)
+    if not len(rows):
+        return out
+    given = list(compress(grids, has))
+    if set(map(type, given)) == {list} and set(map(len, given)) == {3}:
+        flat = list(chain.from_iterable(given))
+        if set(map(type, flat)) == {int}:  # no bool, float or str among them
+            try:
+                xyz = np.array(flat, np.int64).reshape(-1, 3)
+            except OverflowError:
+                xyz = None
+            # each factor below 2**21: the product fits an int64 exactly
+            if xyz is not None and int(xyz.max()) < (1 << 21):
+                out[rows] = np.where((xyz > 0).all(axis=1), xyz.prod(axis=1), -1)
+                return out
+    for i, g in zip(rows.tolist(), given):
+        out[i] = _grid_product(g)
     return out
 
 
-@dataclass
-class _Parsed:
-    """One rank file as compact columns (what a worker sends back)."""
+class _Parsed(msgspec.Struct):
+    """One rank file as compact columns (what a worker sends back). These result
+    classes are msgspec Structs rather than dataclasses: the same attributes and
+    pickling, and no code generated when the module is imported (start-up)."""
 
     path: str
     meta: RankMeta
@@ -181,18 +277,32 @@ def _decode_error(sp: str, data: bytes, e: Exception) -> FileError:
     )
 
 
-def _decode(sp: str, data: bytes) -> tuple[dict, list[_Event]]:
-    """-> (top-level fields, events); raises FileError for malformed files."""
+def _first_decode(decoders, data):
+    """The first of ``decoders`` that validates ``data`` (a msgspec.ValidationError moves
+    on to the next: a value of an unexpected type, or for the tagged ones a phase they
+    do not list); the last one's ValidationError, and any DecodeError, propagate.
+
+    Whatever decoder succeeds, the rows, ``E`` and ``M`` events get the same values: the
+    tagged structs type those fields exactly as :class:`_Event` does, and a lax decode
+    converts only values a strict one rejects."""
+    for dec in decoders[:-1]:
+        try:
+            return dec.decode(data)
+        except msgspec.ValidationError:
+            continue
+    return decoders[-1].decode(data)
+
+
+def _decode(sp: str, data: bytes) -> tuple[dict, list]:
+    """-> (top-level fields, events: tagged structs, or :class:`_Event` when the tagged
+    decode does not apply); raises FileError for malformed files."""
     gc_was = gc.isenabled()
     gc.disable()  # millions of small objects: generational GC passes only cost time
     try:
         try:
-            doc = _STRICT.decode(data)
-        except msgspec.ValidationError:  # a value of an unexpected type somewhere
-            try:
-                doc = _LAX.decode(data)
-            except msgspec.ValidationError:
-                doc = _decode_sanitised(sp, data)
+            doc = _first_decode(_DOC_DECODERS, data)
+        except msgspec.ValidationError:  # a value no decoder takes: drop such values
+            doc = _decode_sanitised(sp, data)
     except msgspec.DecodeError as e:  # malformed JSON (found by any of the decoders)
         raise _decode_error(sp, data, e) from None
     finally:
@@ -232,7 +342,7 @@ def _top_of(doc: _Doc) -> dict:
     }
 
 
-def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
+def _decode_sanitised(sp: str, data: bytes) -> _UntaggedDoc | list[_Event]:
     """Slow path for files whose values have unexpected types: drop such values
     (an unusable arg is treated as absent) rather than reject the whole file."""
     raw = _GENERIC.decode(data)
@@ -252,7 +362,7 @@ def _decode_sanitised(sp: str, data: bytes) -> _Doc | list[_Event]:
     if isinstance(raw, list):
         return events
     base = raw.get("baseTimeNanoseconds")
-    return _Doc(
+    return _UntaggedDoc(
         traceEvents=events if evs_raw is not None else None,
         distributedInfo=raw.get("distributedInfo"),
         baseTimeNanoseconds=base if isinstance(base, int) and not isinstance(base, bool) else None,
@@ -455,14 +565,17 @@ def _meta_from_top(path_s: str, top: dict, rank_arg: int | None) -> RankMeta:
 
 def _emulation(path_s: str, top: dict) -> str | None:
     """The label of the file's comm-emulation mark (``emulation.trace_marker``), or None."""
+    if top.get("domino_prof") is None:  # no mark (emulation.MARKER_KEY): the usual case,
+        return None  # without importing the emulation package (start-up)
+    from domino_prof.emulation.marker import trace_marker
+
     try:
         return trace_marker(top)
     except TraceError as e:
         raise FileError(path_s, e.problem, e.fix) from None
 
 
-@dataclass
-class _Ends:
+class _Ends(msgspec.Struct):
     """The ``E`` events of a run of events, and the rows that are ``B`` events."""
 
     b_rows: np.ndarray  # int64, rows (of this run) that are B events
@@ -472,8 +585,7 @@ class _Ends:
     rows_before: np.ndarray  # int64, rows (of this run) before each E in the file
 
 
-@dataclass
-class _Part:
+class _Part(msgspec.Struct):
     """Columns of a run of events (a whole file, or one chunk of a big file).
 
     String pids/tids are not interned here (a chunk cannot know the ids other
@@ -488,9 +600,16 @@ class _Part:
     ends: _Ends | None = None  # B/E events, when there are any
 
 
-def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list[str]] | None]:
-    """int | str values -> int64 column (strings as 0) + (rows, strings) of the strings."""
-    fast = np.array(values)  # all ints (the usual case): one C pass
+def _id_column(values, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list[str]] | None]:
+    """int | str values (an iterable of ``n``) -> int64 column (strings as 0) + (rows,
+    strings) of the strings."""
+    if not isinstance(values, list):
+        values = list(values)
+        try:  # all ints (the usual case): one C pass; a str raises TypeError
+            return np.frombuffer(array.array("q", values), np.int64), None
+        except (TypeError, OverflowError):
+            pass
+    fast = np.array(values)
     if fast.dtype.kind == "i" and fast.shape == (n,):
         return fast.astype(np.int64, copy=False), None
     del fast
@@ -504,15 +623,23 @@ def _id_column(values: list, n: int) -> tuple[np.ndarray, tuple[np.ndarray, list
     return col.astype(np.int64), (rows.astype(np.int64), strs)
 
 
-def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str) -> _Part:
+def _phases(events: list) -> list[str]:
+    """Each event's ``ph``: from its type for tagged structs, its field for
+    :class:`_Event` (a list holds one kind or the other)."""
+    if events and type(events[0]) is _Event:
+        return list(map(attrgetter("ph"), events))
+    return list(map(_PHASE_OF_TYPE.__getitem__, map(type, events)))
+
+
+def _events_to_part(events: list, base: int | None, src: bytes, sp: str) -> _Part:
     """Decoded events -> columns. ``src``: the bytes they came from (for exact ts)."""
-    phs = list(map(_PH, events))
+    phs = _phases(events)
     kinds = set(phs)
     meta_events = [
         (e.name, e.pid, e.tid, e.args.name)
         for e in compress(events, map("M".__eq__, phs))
         if isinstance(e.args.name, str)
-    ]
+    ] if "M" in kinds else []  # fmt: skip
     begin_end = "B" in kinds or "E" in kinds
     if begin_end:
         is_row = list(map(_ROW_PH.__contains__, phs))
@@ -521,9 +648,9 @@ def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str)
     else:
         xs = list(compress(events, map("X".__eq__, phs)))
         es = []
-    del phs
     n = len(xs)
-    ts_us = np.fromiter(map(attrgetter("ts"), xs), dtype=np.float64, count=n)
+    ts_dur = np.fromiter(chain.from_iterable(map(_TS_DUR, xs)), np.float64, 2 * n)
+    ts_us, dur_us = ts_dur[0::2], ts_dur[1::2]
     e_us = np.fromiter(map(attrgetter("ts"), es), dtype=np.float64, count=len(es))
     big = max(float(np.abs(ts_us).max()) if n else 0.0, float(np.abs(e_us).max()) if es else 0.0)
     unit = None if not (n or es) else "ns" if (base or 0) + big * 1000.0 > _NS_ABS_LIMIT else "us"
@@ -542,14 +669,14 @@ def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str)
             if base:
                 ts += np.int64(base)
                 e_ts += np.int64(base)
-        dur = _us_to_ns(np.fromiter(map(attrgetter("dur"), xs), dtype=np.float64, count=n))
-    del ts_us, e_us
+        dur = _us_to_ns(dur_us)
+    del ts_dur, ts_us, dur_us, e_us
     ends = None
     if begin_end:
         row_flags = np.array(is_row, dtype=bool)
-        b_rows = np.flatnonzero(np.fromiter(map("B".__eq__, map(_PH, xs)), bool, n))
+        b_rows = np.flatnonzero(np.fromiter(map("B".__eq__, compress(phs, is_row)), bool, n))
         dur[b_rows] = 0  # set from the matching E in _finish
-        e_pos = np.flatnonzero(np.fromiter(map("E".__eq__, map(_PH, events)), bool, len(events)))
+        e_pos = np.flatnonzero(np.fromiter(map("E".__eq__, phs), bool, len(events)))
         ends = _Ends(
             b_rows=b_rows.astype(np.int64),
             ts=e_ts,
@@ -557,24 +684,74 @@ def _events_to_part(events: list[_Event], base: int | None, src: bytes, sp: str)
             tid=[e.tid for e in es],
             rows_before=np.cumsum(row_flags)[e_pos] if len(e_pos) else np.empty(0, np.int64),
         )
+    del phs
     ints: dict[str, np.ndarray] = {"ts": ts, "dur": dur}
-    str_rows = {}
-    for col, get in (("pid", _PID), ("tid", _TID)):
-        ints[col], strs = _id_column(list(map(get, xs)), n)
-        if strs is not None:
-            str_rows[col] = strs
-    args = list(map(attrgetter("args"), xs))
-    for f in _INT_ARG_FIELDS:
-        ints[f] = np.fromiter(map(attrgetter(f), args), np.int64, n)
-    ints["grid"] = _grid_column(list(map(attrgetter("grid"), args)), n)
-    cats = {
-        "cat": _factorize(map(attrgetter("cat"), xs), n),
-        "name": _factorize(map(attrgetter("name"), xs), n),
-        "coll_name": _factorize(map(attrgetter("coll_name"), args), n),
-        "pg_name": _factorize(map(attrgetter("pg_name"), args), n),
-    }
+    cats: dict[str, tuple[np.ndarray, list[str]]] = {}
+    str_rows: dict[str, tuple[np.ndarray, list[str]]] = {}
+    args = list(map(_ARGS, xs))
+    _keyed_columns(map(_ROW_KEY, xs), _ROW_KEY_COLS, n, ints, cats, str_rows)
+    del xs
+    _keyed_columns(map(_ARGS_KEY, args), _ARGS_KEY_COLS, n, ints, cats, str_rows)
+    per_row = np.fromiter(
+        chain.from_iterable(map(_PER_ROW, args)), np.int64, n * len(_PER_ROW_COLS)
+    )
+    for i, col in enumerate(_PER_ROW_COLS):
+        ints[col] = per_row[i :: len(_PER_ROW_COLS)]
+    ints["grid"] = _grid_column(list(map(_GRID, args)), n)
     return _Part(n=n, ints=ints, cats=cats, str_rows=str_rows, meta_events=meta_events,
                  unit=unit, ends=ends)  # fmt: skip
+
+
+# A row's columns come in a few groups, each read in one C-level pass over the rows (a
+# struct is read once per group, not once per column):
+# - the fields with few distinct values (names, ids, streams, sizes), in two groups (the
+#   row's own fields, its args' fields): the tuple of a group's fields is the key of a
+#   dict, each row gets its key's number, and the columns are made from the (few)
+#   distinct keys;
+# - the args' ints that differ from row to row (correlation ids, sequence numbers): one
+#   int64 array, a column every len(_PER_ROW_COLS) values;
+# - ts and dur (floats, read before, for the time unit), and the grid (a list).
+_ROW_KEY_COLS = ("cat", "name", "pid", "tid")
+_ARGS_KEY_COLS = (
+    "coll_name", "pg_name", "stream", "device", "wait_on_stream", "msg_nelems",
+    "group_size", "from_device", "to_device",
+)  # fmt: skip
+_PER_ROW_COLS = ("correlation", "external_id", "seq", "wait_on_corr")
+_ROW_KEY = attrgetter(*_ROW_KEY_COLS)
+_ARGS_KEY = attrgetter(*_ARGS_KEY_COLS)
+_PER_ROW = attrgetter(*_PER_ROW_COLS)
+_ARGS, _TS_DUR, _GRID = attrgetter("args"), attrgetter("ts", "dur"), attrgetter("grid")
+_STR_COLS = frozenset(("cat", "name", "coll_name", "pg_name"))
+assert {*_ARGS_KEY_COLS, *_PER_ROW_COLS} == {"coll_name", "pg_name", *_INT_ARG_FIELDS}
+
+
+def _keyed_columns(keys, cols: tuple[str, ...], n: int, ints: dict, cats: dict,
+                   str_rows: dict) -> None:  # fmt: skip
+    """The columns ``cols`` of ``n`` rows from each row's key (the tuple of its values
+    of ``cols``), added to ``ints`` / ``cats`` / ``str_rows`` as in :class:`_Part`. The
+    keys are numbered in order of first appearance, as :func:`_factorize` numbers
+    strings; a column is then its values over the distinct keys, taken at each row's
+    number. The categories of a string column come out in order of first appearance
+    over the rows too (a value first appears in the first key that holds it)."""
+    codes, distinct = _factorize(keys, n)
+    k = len(distinct)
+    by_col = zip(cols, zip(*distinct)) if k else ((c, ()) for c in cols)
+    for col, values in by_col:
+        if col in _STR_COLS:
+            kc, names = _factorize(list(values), k)
+            cats[col] = (kc[codes], names)
+        elif col in ("pid", "tid"):
+            kcol, strs = _id_column(list(values), k)
+            ints[col] = kcol[codes]
+            if strs is not None:  # the rows whose key holds a string, and that string
+                krows, kstrs = strs
+                which = np.full(k, -1, np.int64)
+                which[krows] = np.arange(len(krows))
+                at = which[codes]
+                rows = np.flatnonzero(at >= 0)
+                str_rows[col] = (rows.astype(np.int64), [kstrs[i] for i in at[rows].tolist()])
+        else:
+            ints[col] = np.fromiter(values, np.int64, k)[codes]
 
 
 def _pair_begin_end(ints: dict[str, np.ndarray], parts: list[_Part], ids: dict) -> None:
@@ -582,7 +759,7 @@ def _pair_begin_end(ints: dict[str, np.ndarray], parts: list[_Part], ids: dict) 
     in time order (file order breaks ties) close the innermost open B (a stack)."""
     if not any(p.ends is not None for p in parts):
         return
-    rows, seq_r, e_ts, e_pid, e_tid, seq_e = [], [], [], [], [], []
+    rows, e_ts, e_pid, e_tid, seq_e = [], [], [], [], []
     offset = 0
     for p in parts:
         if p.ends is not None:

@@ -7,14 +7,18 @@ How a file becomes rows (see ``schema.py`` for the columns):
    (measured ~430 MB/s of JSON, ~15% of a load; a subprocess ``gzip -dc``
    would only add a copy through a pipe);
 2. the JSON is decoded by ``msgspec`` straight into small typed structs that
-   declare only the fields we use (``args`` included). Unknown keys such as
-   ``"Input Dims"`` or ``"Concrete Inputs"`` are skipped by the decoder without
-   ever becoming Python objects. This is the fastest correct way we measured
-   (``benchmarks/bench_analyze.py``, 1M events / 257 MB: the same columns via
-   ``orjson.loads`` dicts took 6.8 s CPU and 2.1 GB peak; this loader plus the
-   whole overlap analysis 4.0 s and 0.35 GB; stdlib ``json`` is slower than
-   orjson). Our typed decode alone is cheaper than orjson's dict decode;
-3. the ``ph == "X"`` structs are turned into numpy columns (names interned).
+   declare only the fields we use (``args`` included), one struct type per phase
+   (a tagged union on ``ph``): flow, instant, counter ... events become structs
+   without fields. Unknown keys such as ``"Input Dims"`` or ``"Concrete Inputs"``
+   are skipped by the decoder without ever becoming Python objects. This is the
+   fastest correct way we measured (``benchmarks/bench_analyze.py``, 1M events /
+   257 MB: the same columns via ``orjson.loads`` dicts took 6.8 s CPU and 2.1 GB
+   peak; this loader plus the whole overlap analysis 4.0 s and 0.35 GB; stdlib
+   ``json`` is slower than orjson). Our typed decode alone is cheaper than
+   orjson's dict decode;
+3. the rows (``ph`` X and B) become numpy columns in a few C-level passes: the
+   low-cardinality fields of a row as one dict key (columns made from the distinct
+   keys), the per-row ints in one pass, ts/dur in one (``decode._events_to_part``).
 
 Several rank files are parsed in parallel by a process pool bounded by the
 cores and by the memory a file needs (estimated from its size); the parent
