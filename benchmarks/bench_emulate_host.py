@@ -29,12 +29,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_emulate import kernel_durations
 
 
 def per_call_us(fn, *, n: int, reps: int) -> dict:
@@ -52,23 +53,6 @@ def per_call_us(fn, *, n: int, reps: int) -> dict:
         torch.cuda.synchronize()
     return {"median_us": statistics.median(samples), "min_us": min(samples),
             "max_us": max(samples), "n_calls": n, "reps": reps}  # fmt: skip
-
-
-def kernel_durations_us(fn, n: int) -> list[float]:
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as d:
-        f = os.path.join(d, "t.json")
-        prof.export_chrome_trace(f)
-        ev = json.loads(Path(f).read_text())["traceEvents"]
-    return [e["dur"] for e in ev if e.get("cat") == "kernel" and e["name"].startswith("emulated_")]
 
 
 def main() -> int:
@@ -150,7 +134,7 @@ def main() -> int:
     fast.all_reduce(big, async_op=False)
     model_us = fast._prepared[key].launch.dur_ns / 1e3
     for name, comm in (("fast", fast), ("plain", plain)):
-        d = kernel_durations_us(lambda comm=comm: comm.all_reduce(big, async_op=False), 20)
+        d = kernel_durations(lambda comm=comm: comm.all_reduce(big, async_op=False), 20)
         checks[f"{name}_kernel_us"] = {"n": len(d), "min": min(d), "median": statistics.median(d),
                                        "max": max(d)}  # fmt: skip
     checks["model_us_16.8M_bf16"] = model_us
@@ -170,7 +154,7 @@ def main() -> int:
         w = fast.all_reduce(y, async_op=True)
         z = y + 1
         w.wait()
-    d = kernel_durations_us(g.replay, 5)
+    d = kernel_durations(g.replay, 5)
     checks["graph_replay_kernels"] = len(d)
     checks["graph_replay_kernel_min_us"] = min(d) if d else None
     checks["graph_result_ok"] = bool(torch.equal(z, x * 2 + 1))
