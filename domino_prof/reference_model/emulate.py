@@ -269,12 +269,12 @@ class EmulatedComm:
 
     # ------------------------------------------------------------------ the launch
     def _run(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
+        if not (t.is_contiguous() and out.is_contiguous()):
+            raise ValueError(f"emulated {coll} needs contiguous tensors")
         if not self.fast:
             return self._run_plain(coll, t, out, async_op)
         import torch
 
-        if not (t.is_contiguous() and out.is_contiguous()):
-            raise ValueError(f"emulated {coll} needs contiguous tensors")
         key = (coll, t.numel(), out.numel(), t.dtype, t.data_ptr() % 16, out.data_ptr() % 16)
         prep = self._prepared.get(key)
         if prep is None:
@@ -288,8 +288,7 @@ class EmulatedComm:
             try:
                 prep.runner(*prep.fill(t, out), stream=self._handle)
             except TypeError as e:  # another Triton's launcher signature: the JIT path
-                self._refuse(e)
-                prep.runner = None
+                self._refuse(e)  # every prepared runner dropped
                 self._launch_jit(prep, t, out)
         else:
             self._launch_jit(prep, t, out)
@@ -328,8 +327,6 @@ class EmulatedComm:
         """The plain path (``fast=False``; class doc): what the fast path replaces."""
         import torch
 
-        if not (t.is_contiguous() and out.is_contiguous()):
-            raise ValueError(f"emulated {coll} needs contiguous tensors")
         launch = plan_launch(self.profile, coll, ranks=self.size, rank=self.rank, t=t, out=out)
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
