@@ -23,7 +23,7 @@ H200, 2026-12-02: 100.1 ms predicted for domino from the eager trace, 83.8 ms ti
 ``--cuda-graphs``; tp's 94.9 against 97.4), so domino / tp came out 0.95 instead of 1.16.
 The replay keeps the eager trace's cross-stream order, which the slow host had set.
 
-All three are per profiled step (the same profiler overhead on both sides); the timed
+All four parts are per profiled step (the same profiler overhead on both sides); the timed
 steps' ratio is shown beside them, since that is what the verdict compares. The rest is a
 difference, so it carries the error of both profiled steps: it is printed, never hidden,
 and labelled as a remainder. Torch-free; reads ``Analysis`` objects or their JSON
@@ -36,6 +36,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
+from domino_prof.analysis.document import table
+
 LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
 
 
@@ -43,16 +47,12 @@ def _get(a: Any, key: str) -> Any:
     return a.get(key) if isinstance(a, Mapping) else getattr(a, key, None)
 
 
-def _rows(table: Any) -> list[dict]:
-    """A table as rows: a DataFrame, a list of rows or a dict of columns."""
-    if table is None:
-        return []
-    if hasattr(table, "to_dict"):
-        return table.to_dict("records")
-    if isinstance(table, Mapping):
-        keys = list(table)
-        return [dict(zip(keys, vals)) for vals in zip(*(table[k] for k in keys))]
-    return list(table)
+def _by_op(a: Any) -> pd.DataFrame | None:
+    """``a``'s by_op table as a frame: the Analysis's own, or the document's
+    (``document.table``: version 2's columns or version 1's rows)."""
+    if isinstance(a, Mapping):
+        return table(a, "by_op") if a.get("by_op") is not None else None
+    return getattr(a, "by_op", None)
 
 
 def _whatif(a: Any) -> Mapping:
@@ -66,11 +66,13 @@ def top_exposed(a: Any, *, top_n: int = 3) -> list[dict]:
     totals = _get(a, "totals") or {}
     ranks = len(_get(a, "ranks") or ()) or int(totals.get("n_ranks") or 1)
     steps = max(1, int(totals.get("n_iterations") or 1))
-    per: dict[str, float] = {}
-    for r in _rows(_get(a, "by_op")):
-        op = str(r.get("op"))
-        if LAYER_OP.match(op) and r.get("exposed_ns"):
-            per[op] = per.get(op, 0.0) + float(r["exposed_ns"])
+    df = _by_op(a)
+    if df is None or df.empty or "op" not in df or "exposed_ns" not in df:
+        return []
+    op = df["op"].astype(str)
+    ex = df["exposed_ns"].astype(float).fillna(0.0)
+    keep = op.str.match(LAYER_OP.pattern) & (ex != 0)
+    per = ex[keep].groupby(op[keep]).sum().to_dict()
     best = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:top_n]
     return [{"op": op, "exposed_ms_per_step": ns / ranks / steps / 1e6} for op, ns in best]
 
