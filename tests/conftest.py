@@ -46,7 +46,6 @@ _LONG_FIRST = [  # in-process modules of ~10-40 s on the shared 2-core box, long
     "test_output_errors",
     "test_user_mistakes_cli",
     "test_emulate_run",
-    "test_loader",
     "test_rank_and_skip_bad_options",
     "test_engine",
     "test_decode_columns",
@@ -59,7 +58,7 @@ _LONG_FIRST = [  # in-process modules of ~10-40 s on the shared 2-core box, long
 
 def _unit(item: pytest.Item) -> str:
     module = item.path.stem
-    # test_loader / test_ranks: their one real gloo job each (tests/gloo_job.py)
+    # test_trace_decode / test_ranks: their one real gloo job each (tests/gloo_job.py)
     if module in _RANK_MODULES or "real_gloo" in item.name:
         return "ranks"
     return module
