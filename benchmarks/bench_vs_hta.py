@@ -15,6 +15,13 @@ Sets (generated once under ``--workdir``, never committed; hundreds of MB):
   of JSON): domino-prof against the decode floor (``decode_floor.py``: gunzip + msgspec
   typed decode of ph, cat, name, ts, dur, pid, tid, GC off) on 1 process and on as many
   processes as domino-prof uses (the cores), and its peak PSS against the JSON size.
+  The floor inflates with the stdlib's zlib, as the issue defines it; when ISA-L is
+  installed (the ``fast-gzip`` extra, which domino-prof then uses) the floor with
+  ISA-L's inflater is measured too ("floor N procs isal"), so both ratios are given.
+
+Before and after the sets, the machine's parallelism is probed (``parallel_speedup``:
+two copies of a fixed pure-Python loop at once against one alone): on a shared VM the
+cores may give far less than their number, and every multi-process figure moves with it.
 
 Each repeat runs every tool of a set once, in turn (A B A B ...), and a ratio is taken
 within a repeat; the report gives each ratio's median and [min, max] over the repeats,
@@ -158,13 +165,63 @@ def tools_of(name: str, d: Path, out: Path) -> dict[str, list[str]]:
     ours = [py, "-m", "domino_prof.cli", "analyze", str(d), "-o", str(out)]
     if name == "one-big-file":
         f = str(next(d.glob("*.json*")))
-        return {
+        floor = [py, str(HERE / "decode_floor.py"), f]
+        tools = {
             "domino-prof": ours,
-            "floor 1 proc": [py, str(HERE / "decode_floor.py"), f],
-            f"floor {_cores()} procs": [py, str(HERE / "decode_floor.py"), f, "--procs",
-                                        str(_cores())],  # fmt: skip
+            "floor 1 proc": floor,
+            f"floor {_cores()} procs": [*floor, "--procs", str(_cores())],
         }
+        if _has_isal():  # the floor with the inflater domino-prof itself uses then
+            tools[f"floor {_cores()} procs isal"] = [*floor, "--procs", str(_cores()),
+                                                     "--inflater", "isal"]  # fmt: skip
+        return tools
     return {"domino-prof": ours, "HTA": [py, "-c", HTA_CHILD, str(d)]}
+
+
+def _has_isal() -> bool:
+    try:
+        import isal  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _burn(n: int = 4_000_000) -> int:
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def _burn_child() -> None:  # pragma: no cover - forked child
+    _burn()
+    os._exit(0)
+
+
+def parallel_speedup(procs: int = 2, repeats: int = 3) -> dict:
+    """How much of ``procs`` cores this machine gives now: a fixed pure-Python loop run
+    once alone, then ``procs`` copies at once; speedup = procs x alone / together (1.0:
+    the cores give one core's throughput, as a shared VM's vCPUs may; ``procs``: every
+    core is free). Median and spread over ``repeats`` tries: every figure of a
+    multi-process command depends on it."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    got = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        _burn()
+        alone = time.perf_counter() - t
+        t = time.perf_counter()
+        kids = [ctx.Process(target=_burn_child) for _ in range(procs - 1)]
+        for k in kids:
+            k.start()
+        _burn()
+        for k in kids:
+            k.join()
+        together = time.perf_counter() - t
+        got.append(procs * alone / together)
+    return spread(got)
 
 
 def spread(xs: list[float]) -> dict:
@@ -187,7 +244,8 @@ def main() -> None:
         return
     head = {"cores": _cores(), "python": sys.version.split()[0], "load_start": load_avg(),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}  # fmt: skip
+            "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+            "parallel_speedup_start": parallel_speedup(_cores())}  # fmt: skip
     print(f"# {json.dumps(head)}", flush=True)
     results: dict = {"head": head, "sets": {}}
     for s in sets:
@@ -228,6 +286,9 @@ def main() -> None:
         results["sets"][s] = summary
         print(f"{s}: " + json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
     results["head"]["load_end"] = load_avg()
+    results["head"]["parallel_speedup_end"] = parallel_speedup(_cores())
+    print(f"# parallel speedup of {_cores()} processes at the end: "
+          f"{results['head']['parallel_speedup_end']}", flush=True)
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {a.out}")

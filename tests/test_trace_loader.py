@@ -127,3 +127,26 @@ def test_duplicate_ranks_not_skipped(tmp_path):
     small_trace(rank=0).write(tmp_path / "b.json")
     with pytest.raises(TraceError, match="two files claim rank 0: .*a.json and .*b.json"):
         load_trace(tmp_path, skip_bad=True)
+
+
+def test_one_file_frame_shares_its_columns_and_two_files_are_concatenated(tmp_path):
+    """assemble_events: one rank file's int columns go into the frame as they are (no
+    second copy of every column while both exist); two files' are concatenated."""
+    import numpy as np
+
+    from domino_prof.trace.loader import assemble_events
+    from domino_prof.trace.parse import parse_or_error
+
+    small_trace(rank=0).write(tmp_path / "rank0.pt.trace.json")
+    small_trace(rank=1).write(tmp_path / "rank1.pt.trace.json")
+    p0 = parse_or_error(str(tmp_path / "rank0.pt.trace.json"), 1, rank=None)
+    p1 = parse_or_error(str(tmp_path / "rank1.pt.trace.json"), 1, rank=None)
+    one = assemble_events([p0])
+    for col in ("ts", "dur", "correlation", "stream"):
+        assert np.shares_memory(one[col].to_numpy(), p0.ints[col]), col
+    both = assemble_events([p1, p0])  # rank order whatever the list's order
+    assert both["rank"].tolist() == [0] * p0.n + [1] * p1.n
+    for col in ("ts", "dur", "correlation"):
+        assert both[col].tolist() == p0.ints[col].tolist() + p1.ints[col].tolist()
+        assert not np.shares_memory(both[col].to_numpy(), p0.ints[col])
+    assert one["ts"].tolist() == p0.ints["ts"].tolist()

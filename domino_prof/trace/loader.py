@@ -79,6 +79,9 @@ __all__ = ["find_trace_files", "load_trace", "rank_metadata_problems", "trace_fi
 
 
 def assemble_events(parsed: list[_Parsed]) -> pd.DataFrame:
+    """The events frame of parsed rank files (columns ``EVENT_COLUMNS``, rank order).
+    One file's int columns are taken as they are, not copied: the frame shares them
+    with ``parsed``, which the callers drop once it is built."""
     parsed = sorted(parsed, key=lambda p: p.meta.rank)
     n_total = sum(p.n for p in parsed)
     data: dict[str, Any] = {}
@@ -89,9 +92,11 @@ def assemble_events(parsed: list[_Parsed]) -> pd.DataFrame:
         if col == "rank":
             continue
         if col in INT_COLUMNS:
-            data[col] = np.concatenate([p.ints[col] for p in parsed]).astype(
-                INT_COLUMNS[col], copy=False
-            )
+            # one file (a rank job): its column as is, not a copy (the parsed columns
+            # and the frame's would otherwise both be whole here: twice the memory)
+            pieces = [p.ints[col] for p in parsed]
+            whole = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            data[col] = whole.astype(INT_COLUMNS[col], copy=False)
             continue
         # categorical: union of per-file categories (sorted), codes remapped
         cats = sorted(set().union(*(p.cats[col][1] for p in parsed)))
