@@ -112,10 +112,13 @@ def rank_job(
     config: Any,
     keep_intervals: bool,
     mode: str | None = None,
+    graph_nodes: int | None = None,
 ) -> RankResult | _NoActivity | FileError:
     """Parse and analyse one rank file (a worker's job; picklable results only):
     a ``RankResult``, a ``_NoActivity`` or a ``trace.read.FileError`` naming the file.
-    ``mode``: the whole trace's mode, when a first pass found this rank's own differs."""
+    ``mode``: the whole trace's mode, when a first pass found this rank's own differs.
+    ``graph_nodes``: the largest replay graph built (``replay.graph_cap``; None: the
+    whole ``replay.REPLAY_MAX_NODES``)."""
     from domino_prof.trace.parse import parse_or_error
     from domino_prof.trace.read import FileError
 
@@ -134,7 +137,8 @@ def rank_job(
         mode = trace_mode(trace.events) if mode is None else mode
         if mode is None:
             return _NoActivity(path_s, meta)
-        out = analyze_rank(trace, config, rank=meta.rank, mode=mode, keep_intervals=keep_intervals)
+        out = analyze_rank(trace, config, rank=meta.rank, mode=mode,
+                           keep_intervals=keep_intervals, graph_nodes=graph_nodes)  # fmt: skip
         out.meta = meta
         return out
     except DominoProfError as e:
@@ -199,9 +203,12 @@ def analyse_path(
     from domino_prof.trace.read import FileError
     from domino_prof.trace.schema import Trace, empty_events
 
+    from domino_prof.analysis.replay import graph_cap, graphs_to_build
+
     p, files, is_dir = trace_files(path, rank=rank)
     job = partial(rank_job, rank=rank, config=config, keep_intervals=keep_intervals)
-    results = _map(job, files, workers=workers, scheduler=scheduler, progress=progress)
+    results = _map(partial(job, graph_nodes=graph_cap(len(files))), files, workers=workers,
+                   scheduler=scheduler, progress=progress)  # fmt: skip
     good, skipped = sort_results(p, files, results, is_dir=is_dir, skip_bad=skip_bad)
     check_unique_ranks(p, [(r.meta.rank, r.path if isinstance(r, _NoActivity) else
                             r.meta.path) for r in good])  # fmt: skip
@@ -218,8 +225,8 @@ def analyse_path(
     again = [i for i, r in enumerate(good) if isinstance(r, _NoActivity) or r.mode != mode]
     if again:
         paths = [Path(_path_of(good[i])) for i in again]
-        redo = _map(partial(job, mode=mode), paths, workers=workers, scheduler=scheduler,
-                    progress=progress)  # fmt: skip
+        redo = _map(partial(job, mode=mode, graph_nodes=graph_cap(len(files))), paths,
+                    workers=workers, scheduler=scheduler, progress=progress)  # fmt: skip
         for i, r in zip(again, redo):
             if isinstance(r, FileError):
                 if not (is_dir and skip_bad):
@@ -229,6 +236,17 @@ def analyse_path(
             good[i] = r
         good = [r for r in good if r is not None]
         metas = {r.meta.rank: r.meta for r in good}
+    # ranks of unequal sizes whose graphs add up to a replay after all (graph_cap):
+    # those whose graph was not built are analysed again, their graphs built
+    build = graphs_to_build(good)
+    if build:
+        paths = [Path(_path_of(good[i])) for i in build]
+        redo = _map(partial(job, mode=mode), paths, workers=workers, scheduler=scheduler,
+                    progress=progress)  # fmt: skip
+        for i, r in zip(build, redo):
+            if isinstance(r, FileError):  # it was read a moment ago: re-raised as is
+                raise TraceError(r.path, r.problem, r.fix)
+            good[i] = r
     return combine(good, config, source=str(p), ranks=sorted(metas), metas=metas,
                    skipped=skipped)  # fmt: skip
 

@@ -188,3 +188,53 @@ def test_committed_v1_documents_still_read():
     assert set(table(doc, "by_collective").columns) >= {"rank", "name", "comm_ns", "hidden_ns"}
     with pytest.raises(ValueError, match="version 3 is not supported"):
         read_document({**doc, "version": 3})
+
+
+def _uneven_ranks(tmp_path) -> Path:
+    """Two GPU rank files of unequal replay graphs: the committed domino run's rank 0
+    (1597 nodes: device intervals + top-level host calls) and the tp run's rank 1
+    (1009 nodes); 2606 in all."""
+    fix = ROOT / "tests" / "data" / "h200_llama3_3b_2layers_tp2"
+    d = tmp_path / "uneven"
+    d.mkdir()
+    shutil.copy(fix / "domino" / "rank0.pt.trace.json.gz", d / "rank0.pt.trace.json.gz")
+    shutil.copy(fix / "tp" / "rank1.pt.trace.json.gz", d / "rank1.pt.trace.json.gz")
+    return d
+
+
+@pytest.mark.parametrize("limit, replayed", [(2606, True), (2605, False)])
+def test_graph_cap_gives_the_uncapped_what_if(tmp_path, monkeypatch, limit, replayed):
+    """A rank job of 2 builds its replay graph only up to half of REPLAY_MAX_NODES
+    (replay.graph_cap). With the limit at 2606 the two graphs fit together: rank 0
+    (1597 > 2606 // 2 = 1303) is analysed again with its graph built, and the what-if is
+    the one computed with every graph built; at 2605 they do not fit, nothing is
+    analysed again, and the document (its "not replayed" reason included) is again the
+    uncapped one."""
+    import domino_prof.analysis.replay as rp
+    import domino_prof.engine as eng
+
+    d = _uneven_ranks(tmp_path)
+    jobs = []
+    real_job = eng.rank_job
+
+    def counting(path_s, nproc=1, **kw):
+        jobs.append((Path(path_s).name, kw.get("graph_nodes")))
+        return real_job(path_s, nproc, **kw)
+
+    monkeypatch.setattr(eng, "rank_job", counting)
+    monkeypatch.setattr(rp, "REPLAY_MAX_NODES", limit)
+    capped = analyse_path(d, CFG, workers=1, keep_intervals=False).to_json()
+    assert jobs[:2] == [("rank0.pt.trace.json.gz", limit // 2),
+                        ("rank1.pt.trace.json.gz", limit // 2)]  # fmt: skip
+    assert jobs[2:] == ([("rank0.pt.trace.json.gz", None)] if replayed else [])
+    whatif = capped["overheads"]["whatif"]
+    assert whatif["computed"] is replayed
+    if replayed:
+        assert whatif["n_nodes"] == 2606
+    else:
+        assert whatif["reason"].startswith(f"not replayed: 2606 nodes exceed the {limit} ")
+    jobs.clear()
+    monkeypatch.setattr(rp, "graph_cap", lambda n_ranks: limit)  # every graph built
+    uncapped = analyse_path(d, CFG, workers=1, keep_intervals=False).to_json()
+    assert [j[1] for j in jobs] == [limit, limit]
+    assert encode(capped) == encode(uncapped)

@@ -91,9 +91,12 @@ def analyze_rank(
     rank: int,
     mode: str,
     keep_intervals: bool = True,
+    graph_nodes: int | None = None,
 ) -> RankResult:
     """Analyse one rank: ``trace`` holds that rank's events only; ``mode`` is the whole
-    trace's ("gpu" when any rank has device work; a rank without is then empty)."""
+    trace's ("gpu" when any rank has device work; a rank without is then empty).
+    ``graph_nodes``: the largest replay graph built (``replay.graph_cap``; None: the
+    whole ``replay.REPLAY_MAX_NODES``)."""
     t = _thresholds(config)
     cl = classify(trace, config, mode=mode)
     iv = cl.intervals
@@ -113,8 +116,9 @@ def analyze_rank(
     if mode == "gpu":
         out.switches, out.launches = _device_parts(trace, iv, spans, t, cl.context)
 
-    out.extra["replay"] = rank_graph_or_note(trace.events, iv, rank=rank, mode=mode,
-                                             reference=cl.reference)  # fmt: skip
+    out.extra["replay"] = rank_graph_or_note(
+        trace.events, iv, rank=rank, mode=mode, reference=cl.reference, max_nodes=graph_nodes
+    )
 
     out.extra["tax"] = tax_part(iv, mode=mode)
     if keep_intervals:

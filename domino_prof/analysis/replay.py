@@ -196,9 +196,12 @@ def _api(names) -> np.ndarray:
 
 
 def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode: str,
-               reference=None) -> RankGraph | None:  # fmt: skip
+               reference=None, max_nodes: int | None = None,
+               ) -> RankGraph | TooBig | None:  # fmt: skip
     """The step graph of one rank (``events``: that rank's trace events; ``intervals``:
-    its classified device intervals; ``reference``: its compute reference, CPU mode)."""
+    its classified device intervals; ``reference``: its compute reference, CPU mode);
+    a GPU rank of more than ``max_nodes`` nodes (None: REPLAY_MAX_NODES; less:
+    :func:`graph_cap`, a rank job of several) only their count (:class:`TooBig`)."""
     iv = intervals.loc[intervals["rank"].to_numpy() == rank]
     if len(iv) == 0:
         return None
@@ -207,19 +210,47 @@ def rank_graph(events: pd.DataFrame, intervals: pd.DataFrame, *, rank: int, mode
     ev = events.loc[events["rank"].to_numpy() == rank]
     host = _host_calls(ev)
     n = len(iv) + len(host[0])  # the graph's nodes: device intervals, then host calls
-    if n > REPLAY_MAX_NODES:  # never replayed (whatif_of_results): not built
+    if n > (REPLAY_MAX_NODES if max_nodes is None else max_nodes):  # not replayed, or
+        # not known to be yet (graph_cap): not built
         return TooBig(rank=rank, n_nodes=n)
     return _gpu_graph(ev, iv, rank=rank, host=host)
 
 
 @dataclass(frozen=True)
 class TooBig:
-    """A rank whose graph alone has more than REPLAY_MAX_NODES nodes: the what-if is
-    not replayed then, whatever the other ranks, so only the count is kept (building
-    it cost 16 s and 0.5 GB on a 3M-event rank, for nothing)."""
+    """A rank whose graph was not built, only its node count kept: more than
+    REPLAY_MAX_NODES nodes alone (the what-if is not replayed then, whatever the other
+    ranks; building it cost 16 s and 0.5 GB on a 3M-event rank, for nothing), or more
+    than its share (:func:`graph_cap`) when its file was analysed as one of several."""
 
     rank: int
     n_nodes: int
+
+
+def graph_cap(n_ranks: int) -> int:
+    """The nodes up to which a rank job of ``n_ranks`` builds its graph: its share of
+    REPLAY_MAX_NODES. The what-if replays every rank's graph at once, and only when
+    their nodes add up to at most REPLAY_MAX_NODES, which no rank job knows alone; with
+    this cap a rank whose graph would be dropped in most sets is never built (on 2
+    ranks of 160k nodes each, 0.4 s a rank, a third of its analysis). When the total
+    does fit after all (ranks of unequal sizes), :func:`graphs_to_build` names the ranks
+    whose graphs are needed, and the caller builds them again with the whole
+    REPLAY_MAX_NODES: the same what-if as without a cap."""
+    return REPLAY_MAX_NODES // max(n_ranks, 1)
+
+
+def graphs_to_build(results) -> list[int]:
+    """Positions in ``results`` (rank results; any other value is passed over) of the
+    ranks whose graph :func:`graph_cap` kept from being built although every rank's
+    nodes add up to at most REPLAY_MAX_NODES (so the what-if is replayed)."""
+    parts = [getattr(r, "extra", {}).get("replay") for r in results]
+    skipped = [i for i, p in enumerate(parts)
+               if isinstance(p, TooBig) and p.n_nodes <= REPLAY_MAX_NODES]  # fmt: skip
+    if not skipped:
+        return []
+    n = sum(len(p.start) for p in parts if isinstance(p, RankGraph))
+    n += sum(p.n_nodes for p in parts if isinstance(p, TooBig))
+    return skipped if n <= REPLAY_MAX_NODES else []
 
 
 def _host_calls(ev: pd.DataFrame):
@@ -1102,11 +1133,13 @@ def cpu_profiled_step(events: pd.DataFrame) -> tuple[float | None, pd.DataFrame]
 
 
 # --------------------------------------------------------------------------- pipeline
-def rank_graph_or_note(events, intervals, *, rank: int, mode: str, reference=None):
+def rank_graph_or_note(events, intervals, *, rank: int, mode: str, reference=None,
+                       max_nodes: int | None = None):  # fmt: skip
     """:func:`rank_graph`, or the one-line reason it could not be built (a str): the
     replay is an extra; a trace it cannot model keeps every other figure."""
     try:
-        return rank_graph(events, intervals, rank=rank, mode=mode, reference=reference)
+        return rank_graph(events, intervals, rank=rank, mode=mode, reference=reference,
+                          max_nodes=max_nodes)  # fmt: skip
     except (ValueError, KeyError, IndexError) as e:  # an unexpected trace shape
         return f"rank {rank}: replay graph not built ({type(e).__name__}: {e})"
 
