@@ -238,3 +238,19 @@ def test_graph_cap_gives_the_uncapped_what_if(tmp_path, monkeypatch, limit, repl
     uncapped = analyse_path(d, CFG, workers=1, keep_intervals=False).to_json()
     assert [j[1] for j in jobs] == [limit, limit]
     assert encode(capped) == encode(uncapped)
+
+
+def test_a_rank_too_big_to_replay_skips_its_overlap_tax(tmp_path):
+    """The overlap tax is reported with the replayed what-if only: a rank whose graph is
+    not built (over its cap) does not compute its part; with the graph built it does."""
+    from domino_prof.analysis.replay import RankGraph, TooBig
+    from domino_prof.engine import rank_job
+
+    f = str(_uneven_ranks(tmp_path) / "rank0.pt.trace.json.gz")
+    over = rank_job(f, 1, rank=None, config=CFG, keep_intervals=False, graph_nodes=1596)
+    assert over.extra["replay"] == TooBig(rank=0, n_nodes=1597)
+    assert over.extra["tax"] is None
+    built = rank_job(f, 1, rank=None, config=CFG, keep_intervals=False, graph_nodes=1597)
+    assert isinstance(built.extra["replay"], RankGraph)
+    assert len(built.extra["replay"].start) == 1597
+    assert built.extra["tax"] is not None
