@@ -240,17 +240,22 @@ def test_graph_cap_gives_the_uncapped_what_if(tmp_path, monkeypatch, limit, repl
     assert encode(capped) == encode(uncapped)
 
 
-def test_a_rank_too_big_to_replay_skips_its_overlap_tax(tmp_path):
-    """The overlap tax is reported with the replayed what-if only: a rank whose graph is
-    not built (over its cap) does not compute its part; with the graph built it does."""
-    from domino_prof.analysis.replay import RankGraph, TooBig
-    from domino_prof.engine import rank_job
 
-    f = str(_uneven_ranks(tmp_path) / "rank0.pt.trace.json.gz")
-    over = rank_job(f, 1, rank=None, config=CFG, keep_intervals=False, graph_nodes=1596)
-    assert over.extra["replay"] == TooBig(rank=0, n_nodes=1597)
-    assert over.extra["tax"] is None
-    built = rank_job(f, 1, rank=None, config=CFG, keep_intervals=False, graph_nodes=1597)
-    assert isinstance(built.extra["replay"], RankGraph)
-    assert len(built.extra["replay"].start) == 1597
-    assert built.extra["tax"] is not None
+def test_overlap_tax_is_given_without_the_replay(tmp_path, monkeypatch):
+    """The overlap tax is measured on the intervals: a trace over the replay's node limit
+    (what-if not computed) carries the same overlap tax as with the step replayed, and
+    the CLI prints its line."""
+    import domino_prof.analysis.replay as rp
+    from domino_prof.commands._findings import whatif_renderables
+
+    d = _uneven_ranks(tmp_path)
+    docs = {}
+    for limit in (2605, 2606):
+        monkeypatch.setattr(rp, "REPLAY_MAX_NODES", limit)
+        docs[limit] = analyse_path(d, CFG, workers=1, keep_intervals=False).to_json()
+    over, replayed = docs[2605]["overheads"]["whatif"], docs[2606]["overheads"]["whatif"]
+    assert over["computed"] is False and replayed["computed"] is True
+    assert over["overlap_tax"] == replayed["overlap_tax"]
+    assert over["overlap_tax"]["n_groups"] > 0  # domino's rank 0 overlaps compute and comm
+    lines = whatif_renderables(docs[2605]["overheads"])
+    assert len(lines) == 1 and lines[0].startswith("overlap tax: compute runs ")

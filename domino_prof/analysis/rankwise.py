@@ -47,7 +47,7 @@ from domino_prof.analysis.overlap import overlap_tables, totals_of
 from domino_prof.analysis.overlap_tax import tax_part
 from domino_prof.analysis.ranks import rank_comm, summarize_ranks
 from domino_prof.analysis.reference import ComputeReference
-from domino_prof.analysis.replay import TooBig, rank_graph_or_note, whatif_of_results
+from domino_prof.analysis.replay import rank_graph_or_note, whatif_of_results
 from domino_prof.analysis.results import Launches, Note, Overheads, StreamSwitches, jsonable, tagged
 from domino_prof.analysis.switches import SwitchPart, combine_switches, switch_part
 from domino_prof.analysis.tables import iteration_spans, iteration_walls
@@ -116,14 +116,10 @@ def analyze_rank(
     if mode == "gpu":
         out.switches, out.launches = _device_parts(trace, iv, spans, t, cl.context)
 
-    replay = rank_graph_or_note(
+    out.extra["replay"] = rank_graph_or_note(
         trace.events, iv, rank=rank, mode=mode, reference=cl.reference, max_nodes=graph_nodes
     )
-    out.extra["replay"] = replay
-    # the overlap tax is reported with the what-if (replay.whatif_of_results), which a
-    # rank whose graph was too big to build does not get: not computed for it (when the
-    # what-if is replayed after all, graphs_to_build has the rank analysed again)
-    out.extra["tax"] = None if isinstance(replay, TooBig) else tax_part(iv, mode=mode)
+    out.extra["tax"] = tax_part(iv, mode=mode)
     if keep_intervals:
         out.intervals = iv
         out.reference = cl.reference

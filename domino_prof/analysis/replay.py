@@ -1161,7 +1161,9 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
                "quickly (one Python pass per scenario); analyse fewer steps or ranks "
                "(--rank) to get the what-if table")
         notes.append(Note(f"what if: {why}", "replay"))
-        return {"computed": False, "reason": why}, notes
+        # the overlap tax is measured on the intervals, not replayed: given all the same
+        # (until 2026-12-02 a trace over the limit lost it with the replay)
+        return {"computed": False, "reason": why, "overlap_tax": _tax_of(results)}, notes
     edits = scenarios(graphs)
     fixes = [e for e in edits if e.name in ("cuda_graphs", "no_syncs", "free_waits", "no_skew")]
     extra = []

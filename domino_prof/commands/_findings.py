@@ -70,11 +70,12 @@ def _pct(x: float | None) -> str:
 
 def whatif_renderables(overheads: Any) -> list:
     """The replay's what-if table (scenario, predicted step, gain) and each rank's
-    critical-path breakdown, with the overlap tax line; [] when there is no replay."""
+    critical-path breakdown, with the overlap tax line; without a replay, the overlap
+    tax line alone (it is measured, not replayed), or nothing."""
     ov = overheads if isinstance(overheads, Overheads) else Overheads.of(overheads)
     w = ov.whatif or {}
     if not w.get("computed"):
-        return []
+        return _tax_line(w.get("overlap_tax") or {})
     out: list = []
     t = Table(title="What if (the step replayed with each change; analysis.replay)")
     t.add_column("scenario", ratio=1, min_width=24)
@@ -103,12 +104,15 @@ def whatif_renderables(overheads: Any) -> list:
                    _pct(r.get("compute_share")), _pct(r.get("exposed_comm_share")),
                    _pct(r.get("host_share")), _pct(r.get("idle_share")))  # fmt: skip
     out.append(cp)
-    tax = w.get("overlap_tax") or {}
-    if tax.get("n_groups"):
-        out.append(
-            f"overlap tax: compute runs {_fmt_num(tax.get('tax_ms_per_step'))} ms per step "
-            f"slower while comm runs beside it ({tax['n_groups']} kernel groups); net hidden "
-            f"= hidden {_fmt_num(tax.get('hidden_ms_per_step'))} - tax = "
-            f"{_fmt_num(tax.get('net_hidden_ms_per_step'))} ms per step"
-        )
-    return out
+    return out + _tax_line(w.get("overlap_tax") or {})
+
+
+def _tax_line(tax: dict) -> list[str]:
+    if not tax.get("n_groups"):
+        return []
+    return [
+        f"overlap tax: compute runs {_fmt_num(tax.get('tax_ms_per_step'))} ms per step "
+        f"slower while comm runs beside it ({tax['n_groups']} kernel groups); net hidden "
+        f"= hidden {_fmt_num(tax.get('hidden_ms_per_step'))} - tax = "
+        f"{_fmt_num(tax.get('net_hidden_ms_per_step'))} ms per step"
+    ]
