@@ -17,7 +17,8 @@ Sets (generated once under ``--workdir``, never committed; hundreds of MB):
   processes as domino-prof uses (the cores), and its peak PSS against the JSON size.
   The floor inflates with the stdlib's zlib, as the issue defines it; when ISA-L is
   installed (the ``fast-gzip`` extra, which domino-prof then uses) the floor with
-  ISA-L's inflater is measured too ("floor N procs isal"), so both ratios are given.
+  ISA-L's inflater is measured too ("floor N procs isal"), so both ratios are given,
+  and domino-prof with the stdlib's inflater ("domino-prof zlib": what ISA-L saves).
 
 Before and after the sets, the machine's parallelism is probed (``parallel_speedup``:
 two copies of a fixed pure-Python loop at once against one alone): on a shared VM the
@@ -171,9 +172,11 @@ def tools_of(name: str, d: Path, out: Path) -> dict[str, list[str]]:
             "floor 1 proc": floor,
             f"floor {_cores()} procs": [*floor, "--procs", str(_cores())],
         }
-        if _has_isal():  # the floor with the inflater domino-prof itself uses then
+        if _has_isal():  # the floor with the inflater domino-prof itself uses then, and
+            # domino-prof with the stdlib's (what ISA-L saves it: "ours/domino-prof zlib")
             tools[f"floor {_cores()} procs isal"] = [*floor, "--procs", str(_cores()),
                                                      "--inflater", "isal"]  # fmt: skip
+            tools["domino-prof zlib"] = ["env", "DOMINO_PROF_INFLATER=zlib", *ours]
         return tools
     return {"domino-prof": ours, "HTA": [py, "-c", HTA_CHILD, str(d)]}
 
@@ -259,7 +262,7 @@ def main() -> None:
                     r = measure(cmd, timeout=a.timeout, interval=0.05)
                     r = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                          if k not in ("stderr",)}  # fmt: skip
-                    r["stdout"] = r["stdout"].strip().splitlines()[-1:] if tool != "domino-prof" else []
+                    r["stdout"] = r["stdout"].strip().splitlines()[-1:] if not tool.startswith("domino-prof") else []
                     r["load"] = load_avg()
                     runs.setdefault(tool, []).append(r)
                     print(f"{s:<13} rep {rep} {tool:<16} wall {r['wall_s']:>7.2f} cpu "
