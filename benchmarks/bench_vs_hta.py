@@ -262,7 +262,8 @@ def main() -> None:
                     r = measure(cmd, timeout=a.timeout, interval=0.05)
                     r = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()
                          if k not in ("stderr",)}  # fmt: skip
-                    r["stdout"] = r["stdout"].strip().splitlines()[-1:] if not tool.startswith("domino-prof") else []
+                    theirs = not tool.startswith("domino-prof")
+                    r["stdout"] = r["stdout"].strip().splitlines()[-1:] if theirs else []
                     r["load"] = load_avg()
                     runs.setdefault(tool, []).append(r)
                     print(f"{s:<13} rep {rep} {tool:<16} wall {r['wall_s']:>7.2f} cpu "
