@@ -16,7 +16,10 @@ the gaps between rows are the schedules' host and memory cost, not the network.
 Columns: ``wall_ms`` median step time (synchronised); ``issue_ms`` median time until
 the host has queued the step (``step()`` returned, before the sync), less the time the
 runner held the host back to keep at most ``--graph-inflight`` graph launches queued
-(that is waiting for the GPU, not host work);
+(that is waiting for the GPU, not host work); ``host_probe_ms`` (``probe ms``) the
+median time of a fixed pure-Python loop run after each timed step: the host's speed,
+which changes under a lent GPU's host (about 6.5 vs 12 ms on the H200 hosts) and which a
+host-bound row's issue time follows (reports/schedule-h200/compile-host-2026-12-02);
 ``peak_mem_gb`` peak memory *reserved* by the caching allocator over the timed steps
 (graph pools included: what the process holds), ``peak_alloc_gb`` the allocated
 peak. On CUDA, attention is forced to the schedules' kernel (``--attention``: flash,
@@ -27,7 +30,7 @@ attention kernels (the kernel, and SDPA's own default choice, are recorded in th
 repeat, so that no row is always the one run last in its process).
 
 Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",
-"issue_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
+"issue_ms", "host_probe_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
 the table and the ratios the issue asks for.
 """
 
@@ -83,17 +86,34 @@ def _sdpa_ctx(dev, dtype):
     return contextlib.nullcontext()
 
 
+PROBE_N = 200_000  # additions in host_probe(): ~6.5 ms on a fast H200 host, ~12 on a slow
+
+
+def host_probe() -> float:
+    """Milliseconds of a fixed pure-Python loop: the host's speed right now, which no
+    schedule changes. Lent H200 hosts switch between two speeds, about 1.8x apart, for
+    seconds at a time (reports/schedule-h200/compile-host-2026-12-02): a host-bound
+    row's issue time follows the probe, so a row is compared by ``issue_ms`` together
+    with ``host_probe_ms``, not by ``issue_ms`` alone."""
+    t = time.perf_counter()
+    x = 0
+    for i in range(PROBE_N):
+        x += i
+    return (time.perf_counter() - t) * 1e3
+
+
 def measure(step, dev, *, warmup: int, steps: int, held=lambda: 0.0) -> dict:
     """Run ``step()`` warmup + steps times; medians of issue and wall time, peak memory
     over the timed steps. ``held()``: seconds the host has so far been held back by the
     runner's in-flight cap on graph launches (waiting for the GPU is not host work: it
-    is taken out of the issue time)."""
+    is taken out of the issue time). After each timed step (synchronised, outside its
+    times) :func:`host_probe` measures the host's speed: ``host_probe_ms`` (median)."""
     for _ in range(warmup):
         step()
     _sync(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    wall, issue = [], []
+    wall, issue, probe = [], [], []
     for _ in range(steps):
         _sync(dev)
         h0 = held()
@@ -104,10 +124,14 @@ def measure(step, dev, *, warmup: int, steps: int, held=lambda: 0.0) -> dict:
         t2 = time.perf_counter()
         issue.append((t1 - t0) * 1e3)
         wall.append((t2 - t0) * 1e3)
+        probe.append(host_probe())
     out = {
         "wall_ms": statistics.median(wall),
         "issue_ms": statistics.median(issue),
+        "host_probe_ms": statistics.median(probe),
         "wall_ms_all": wall,
+        "issue_ms_all": issue,
+        "host_probe_ms_all": probe,
     }
     if dev.type == "cuda":
         out["peak_mem_gb"] = torch.cuda.max_memory_reserved(dev) / 2**30
@@ -242,7 +266,7 @@ def table(rows: list[dict], rat: dict) -> str:
     base = {r["schedule"]: r["wall_ms"] for r in rows if r["schedule"].startswith("plain")}
     header = (
         f"{'schedule':10s} {'graphs':>6s} {'compile':>7s} {'wall ms':>9s} {'issue ms':>9s} "
-        f"{'peak GB':>8s} {'alloc GB':>8s} {'vs plain':>8s}"
+        f"{'peak GB':>8s} {'alloc GB':>8s} {'vs plain':>8s} {'probe ms':>8s}"
     )
     lines = [header]
     for r in rows:
@@ -257,11 +281,18 @@ def table(rows: list[dict], rat: dict) -> str:
         mem = "n/a" if r["peak_mem_gb"] is None else f"{r['peak_mem_gb']:.2f}"
         alloc = "n/a" if r["peak_alloc_gb"] is None else f"{r['peak_alloc_gb']:.2f}"
         rel = f"{r['wall_ms'] / ref:.3f}" if ref else "-"
+        probe = r.get("host_probe_ms")
+        probe = "n/a" if probe is None else f"{probe:.2f}"
         lines.append(
             f"{r['schedule']:10s} {r['graphs']!s:>6s} {r['compile']!s:>7s} "
-            f"{r['wall_ms']:9.2f} {r['issue_ms']:9.2f} {mem:>8s} {alloc:>8s} {rel:>8s}"
+            f"{r['wall_ms']:9.2f} {r['issue_ms']:9.2f} {mem:>8s} {alloc:>8s} {rel:>8s} "
+            f"{probe:>8s}"
         )
     lines.append("(vs plain: tp/sp against plain, domino/domino-sp against plain-mb)")
+    lines.append(
+        "(probe ms: median of a fixed pure-Python loop after each timed step, the host's "
+        "speed; a host-bound row slows with it)"
+    )
     for k, v in rat.items():
         lines.append(f"  {k:42s} {'n/a' if v is None else format(v, '.3f')}")
     return "\n".join(lines)
