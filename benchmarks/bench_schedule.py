@@ -30,8 +30,8 @@ attention kernels (the kernel, and SDPA's own default choice, are recorded in th
 repeat, so that no row is always the one run last in its process).
 
 Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",
-"issue_ms", "host_probe_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}`` and prints
-the table and the ratios the issue asks for.
+"issue_ms", "host_probe_ms", "peak_mem_gb", "peak_alloc_gb", ...}], "ratios": {...}}``
+and prints the table and the ratios the issue asks for.
 """
 
 from __future__ import annotations
