@@ -137,7 +137,7 @@ def rank_job(
         mode = trace_mode(trace.events) if mode is None else mode
         if mode is None:
             return _NoActivity(path_s, meta)
-        out = analyze_rank(trace, config, rank=meta.rank, mode=mode,
+        out = analyze_rank(trace, config, rank=meta.rank, mode=mode, procs=nproc,
                            keep_intervals=keep_intervals, graph_nodes=graph_nodes)  # fmt: skip
         out.meta = meta
         return out

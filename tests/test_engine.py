@@ -259,3 +259,26 @@ def test_overlap_tax_is_given_without_the_replay(tmp_path, monkeypatch):
     assert over["overlap_tax"]["n_groups"] > 0  # domino's rank 0 overlaps compute and comm
     lines = whatif_renderables(docs[2605]["overheads"])
     assert len(lines) == 1 and lines[0].startswith("overlap tax: compute runs ")
+
+
+def test_one_big_rank_beside_itself_gives_the_serial_document(tmp_path, monkeypatch):
+    """One file analysed with 2 processes: the launch and switch parts in a forked child
+    (rankwise.PARALLEL_INTERVALS lowered so that the committed rank qualifies) give
+    the document of the serial analysis, byte for byte."""
+    import domino_prof.analysis.rankwise as rw
+    import domino_prof.trace.pool as pool
+
+    f = _uneven_ranks(tmp_path) / "rank0.pt.trace.json.gz"
+    serial = encode(analyse_path(f, CFG, workers=1, keep_intervals=False).to_json())
+    forks = []
+
+    class Spy(pool.Forked):
+        def __init__(self, fn):
+            super().__init__(fn)
+            forks.append(self.proc is not None)
+
+    monkeypatch.setattr(rw, "PARALLEL_INTERVALS", 0)
+    monkeypatch.setattr(pool, "Forked", Spy)
+    beside = encode(analyse_path(f, CFG, workers=2, keep_intervals=False).to_json())
+    assert forks == [True]
+    assert beside == serial

@@ -55,3 +55,57 @@ def test_other_json_beside_kineto_files_is_named_not_silently_dropped(tmp_path):
     assert t.skipped == [
         (str(tmp_path / "notes.json"),
          "not read: only *.pt.trace.json(.gz) files are taken when any exist")]  # fmt: skip
+
+
+# ------------------------------------------------------------------ Forked
+def _in_child(parent: int) -> bool:
+    import os
+
+    return os.getpid() != parent
+
+
+def test_forked_returns_the_value_computed_in_the_child():
+    import os
+
+    from domino_prof.trace.pool import Forked
+
+    parent = os.getpid()
+    big = list(range(100_000))  # inherited, never sent
+    f = Forked(lambda: (os.getpid(), sum(big)))
+    pid, total = f.result()
+    assert pid != parent and total == 4_999_950_000
+
+
+def test_forked_falls_back_to_the_caller_when_the_child_cannot_answer():
+    """A child that dies, a value that does not pickle, an exception: the caller
+    computes fn() itself, so the value (or the exception) is a serial call's."""
+    import os
+
+    import pytest
+
+    from domino_prof.trace.pool import Forked
+
+    parent = os.getpid()
+
+    def dies():
+        if _in_child(parent):
+            os._exit(3)
+        return "computed here"
+
+    assert Forked(dies).result() == "computed here"
+
+    def unpicklable():
+        return (os.getpid(), lambda: None)
+
+    pid, fn = Forked(unpicklable).result()
+    assert pid == parent and callable(fn)  # computed again, in the caller
+
+    calls = []
+
+    def raises():
+        calls.append(os.getpid())
+        raise ValueError("the same error")
+
+    with pytest.raises(ValueError, match="the same error"):
+        Forked(raises).result()
+    assert calls == [parent]  # the child's call is in the child's memory only

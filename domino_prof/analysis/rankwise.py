@@ -92,6 +92,7 @@ def analyze_rank(
     mode: str,
     keep_intervals: bool = True,
     graph_nodes: int | None = None,
+    procs: int = 1,
 ) -> RankResult:
     """Analyse one rank: ``trace`` holds that rank's events only; ``mode`` is the whole
     trace's ("gpu" when any rank has device work; a rank without is then empty).
@@ -100,6 +101,11 @@ def analyze_rank(
     t = _thresholds(config)
     cl = classify(trace, config, mode=mode)
     iv = cl.intervals
+    side = None
+    if procs > 1 and mode == "gpu" and len(iv) >= PARALLEL_INTERVALS:
+        from domino_prof.trace.pool import Forked
+
+        side = Forked(lambda: _device_parts(trace, iv, iteration_spans(iv), t, cl.context))
     tables = overlap_tables(cl, [rank])
     spans = iteration_spans(iv)
     out = RankResult(
@@ -113,7 +119,9 @@ def analyze_rank(
         comm=rank_comm(trace, iv),
         meta=trace.ranks.get(rank),
     )
-    if mode == "gpu":
+    if side is not None:
+        out.switches, out.launches = side.result()
+    elif mode == "gpu":
         out.switches, out.launches = _device_parts(trace, iv, spans, t, cl.context)
 
     out.extra["replay"] = rank_graph_or_note(
@@ -124,6 +132,12 @@ def analyze_rank(
         out.intervals = iv
         out.reference = cl.reference
     return out
+
+
+# a GPU rank this big (device intervals) analysed with cores to spare (analyze_rank's
+# procs) has its launch and switch parts computed in a forked child while this process
+# computes the rest; below, the fork and the pickled parts cost more than they save
+PARALLEL_INTERVALS = 250_000
 
 
 def _device_parts(trace: Trace, iv, spans, t, ctx) -> tuple[SwitchPart, LaunchPart]:

@@ -9,6 +9,7 @@ parse over rank files; a per-rank analysis can be mapped the same way.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable
@@ -203,3 +204,69 @@ def map_files(
         finally:
             bar.close()
     return [out[i] for i in range(len(files))]
+
+
+# --------------------------------------------------------------------------- #
+# One call on another core                                                     #
+# --------------------------------------------------------------------------- #
+
+
+class Forked:
+    """``fn()`` computed in a forked child while the caller goes on; :meth:`result`
+    returns its value, pickled back through a pipe. The child inherits the caller's
+    memory (nothing is sent to it), so ``fn`` may close over large frames.
+
+    Whatever keeps the child from giving a value (no ``fork`` here, a daemonic caller, a
+    child that dies, ``fn`` raising, a result that does not pickle) makes :meth:`result`
+    compute ``fn()`` in the caller: the same value, or the same exception, as a serial
+    call; only the time differs. ``fn`` must not change state the caller reads later
+    (the child's changes are lost)."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.proc = None
+        self.conn = None
+        try:
+            import multiprocessing as mp
+
+            if "fork" not in mp.get_all_start_methods():
+                return
+            ctx = mp.get_context("fork")
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_forked_call, args=(fn, send), daemon=True)
+            proc.start()
+        except (OSError, ValueError, AssertionError):  # AssertionError: a daemonic caller
+            return
+        send.close()
+        self.proc, self.conn = proc, recv
+
+    def result(self) -> Any:
+        if self.proc is not None:
+            status, value = "fail", None
+            try:
+                status, value = self.conn.recv()
+            except Exception:  # noqa: BLE001 - EOF (the child died), an unpickling error
+                pass
+            finally:
+                self.conn.close()
+                self.proc.join(timeout=5)
+                if self.proc.is_alive():
+                    self.proc.kill()
+                    self.proc.join()
+                self.proc = None
+            if status == "ok":
+                return value
+        return self.fn()
+
+
+def _forked_call(fn, send) -> None:  # pragma: no cover - forked child
+    gc.disable()  # short-lived: no collection walking the inherited heap
+    try:
+        send.send(("ok", fn()))
+    except BaseException:  # noqa: BLE001 - the parent computes it again, and raises
+        try:
+            send.send(("fail", None))
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)
