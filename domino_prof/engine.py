@@ -199,11 +199,10 @@ def analyse_path(
     (the report's timeline and the gate's phase/op selections need them)."""
     from domino_prof.analysis.classify import mixed_modes_error, no_activity_error
     from domino_prof.analysis.rankwise import RankResult, combine
+    from domino_prof.analysis.replay import graph_cap, graphs_to_build
     from domino_prof.trace.loader import check_unique_ranks, sort_results, trace_files
     from domino_prof.trace.read import FileError
     from domino_prof.trace.schema import Trace, empty_events
-
-    from domino_prof.analysis.replay import graph_cap, graphs_to_build
 
     p, files, is_dir = trace_files(path, rank=rank)
     job = partial(rank_job, rank=rank, config=config, keep_intervals=keep_intervals)

@@ -97,7 +97,8 @@ def analyze_rank(
     """Analyse one rank: ``trace`` holds that rank's events only; ``mode`` is the whole
     trace's ("gpu" when any rank has device work; a rank without is then empty).
     ``graph_nodes``: the largest replay graph built (``replay.graph_cap``; None: the
-    whole ``replay.REPLAY_MAX_NODES``)."""
+    whole ``replay.REPLAY_MAX_NODES``). ``procs`` > 1: the cores this rank may use
+    (``PARALLEL_INTERVALS``)."""
     t = _thresholds(config)
     cl = classify(trace, config, mode=mode)
     iv = cl.intervals
