@@ -130,7 +130,7 @@ def tax_part(intervals: pd.DataFrame, *, mode: str) -> pd.DataFrame:
         named = _per_pair(c["name"].astype(str), grid,
                           lambda n, g: n + (" [grid " + g + "]").where(g != "-1", ""))
         key = _per_pair(named, c["op"].astype(str),
-                        lambda n, o: n + " @ " + o.str.replace(r"\d+", "N", regex=True))
+                        lambda n, o: n + " @ " + o.str.replace(_DIGITS, "N", regex=True))
     df = pd.DataFrame({"rank": c["rank"].to_numpy(np.int64), "key": key.to_numpy(dtype=object),
                        "ov": ov, "dur": dur}).loc[keep]  # fmt: skip
     g = df.groupby(["rank", "key", "ov"], sort=True)["dur"].agg(["size", "sum"]).unstack("ov")

@@ -102,13 +102,13 @@ def analyze_rank(
     t = _thresholds(config)
     cl = classify(trace, config, mode=mode)
     iv = cl.intervals
+    spans = iteration_spans(iv)
     side = None
     if procs > 1 and mode == "gpu" and len(iv) >= PARALLEL_INTERVALS:
         from domino_prof.trace.pool import Forked
 
-        side = Forked(lambda: _device_parts(trace, iv, iteration_spans(iv), t, cl.context))
+        side = Forked(lambda: _device_parts(trace, iv, spans, t, cl.context))
     tables = overlap_tables(cl, [rank])
-    spans = iteration_spans(iv)
     out = RankResult(
         rank=rank,
         mode=mode,

@@ -246,11 +246,13 @@ def graphs_to_build(results) -> list[int]:
     parts = [getattr(r, "extra", {}).get("replay") for r in results]
     skipped = [i for i, p in enumerate(parts)
                if isinstance(p, TooBig) and p.n_nodes <= REPLAY_MAX_NODES]  # fmt: skip
-    if not skipped:
-        return []
-    n = sum(len(p.start) for p in parts if isinstance(p, RankGraph))
-    n += sum(p.n_nodes for p in parts if isinstance(p, TooBig))
-    return skipped if n <= REPLAY_MAX_NODES else []
+    return skipped if skipped and _n_nodes(parts) <= REPLAY_MAX_NODES else []
+
+
+def _n_nodes(parts) -> int:
+    """The nodes of every rank's replay part together: built graphs and counted ones."""
+    return (sum(len(p.start) for p in parts if isinstance(p, RankGraph))
+            + sum(p.n_nodes for p in parts if isinstance(p, TooBig)))  # fmt: skip
 
 
 def _host_calls(ev: pd.DataFrame):
@@ -1155,7 +1157,7 @@ def whatif_of_results(results, *, comm=None, hosts=None) -> tuple[dict, list]:
     too_big = [p for p in parts if isinstance(p, TooBig)]
     if not graphs and not too_big:
         return {}, notes
-    n = sum(len(g.start) for g in graphs) + sum(b.n_nodes for b in too_big)
+    n = _n_nodes(parts)
     if n > REPLAY_MAX_NODES:
         why = (f"not replayed: {n} nodes exceed the {REPLAY_MAX_NODES} a replay handles "
                "quickly (one Python pass per scenario); analyse fewer steps or ranks "
