@@ -201,7 +201,6 @@ def analyse_path(
     from domino_prof.analysis.rankwise import RankResult, combine
     from domino_prof.analysis.replay import graph_cap, graphs_to_build
     from domino_prof.trace.loader import check_unique_ranks, sort_results, trace_files
-    from domino_prof.trace.read import FileError
     from domino_prof.trace.schema import Trace, empty_events
 
     p, files, is_dir = trace_files(path, rank=rank)
@@ -222,36 +221,40 @@ def analyse_path(
     # a rank whose own mode is not the trace's (no device work in a GPU trace): again,
     # in the trace's mode (rare; its file is read a second time)
     again = [i for i, r in enumerate(good) if isinstance(r, _NoActivity) or r.mode != mode]
+    pool = {"workers": workers, "scheduler": scheduler, "progress": progress}
     if again:
-        paths = [Path(_path_of(good[i])) for i in again]
-        redo = _map(partial(job, mode=mode, graph_nodes=graph_cap(len(files))), paths,
-                    workers=workers, scheduler=scheduler, progress=progress)  # fmt: skip
-        for i, r in zip(again, redo):
-            if isinstance(r, FileError):
-                if not (is_dir and skip_bad):
-                    raise TraceError(r.path, r.problem, r.fix)
-                skipped.append((r.path, r.problem))
-                r = None
-            good[i] = r
-        good = [r for r in good if r is not None]
+        good = _rerun(good, again, partial(job, mode=mode, graph_nodes=graph_cap(len(files))),
+                      skipped=skipped if is_dir and skip_bad else None, **pool)  # fmt: skip
         metas = {r.meta.rank: r.meta for r in good}
     # ranks of unequal sizes whose graphs add up to a replay after all (graph_cap):
     # those whose graph was not built are analysed again, their graphs built
     build = graphs_to_build(good)
-    if build:
-        paths = [Path(_path_of(good[i])) for i in build]
-        redo = _map(partial(job, mode=mode), paths, workers=workers, scheduler=scheduler,
-                    progress=progress)  # fmt: skip
-        for i, r in zip(build, redo):
-            if isinstance(r, FileError):  # it was read a moment ago: re-raised as is
-                raise TraceError(r.path, r.problem, r.fix)
-            good[i] = r
+    if build:  # a file read a moment ago that fails now: its error is raised as is
+        good = _rerun(good, build, partial(job, mode=mode), skipped=None, **pool)
     return combine(good, config, source=str(p), ranks=sorted(metas), metas=metas,
                    skipped=skipped)  # fmt: skip
 
 
 def _path_of(r: Any) -> str:
     return r.path if isinstance(r, _NoActivity) else r.meta.path
+
+
+def _rerun(good: list, idx: list[int], job, *, skipped: list | None, **pool) -> list:
+    """``good`` with the ranks ``good[i]`` (i in ``idx``) analysed again by ``job``. A rank
+    that fails now raises its ``TraceError``; with ``skipped`` (a list: ``--skip-bad`` on
+    a directory) it is noted there instead and left out."""
+    from domino_prof.trace.read import FileError
+
+    redo = _map(job, [Path(_path_of(good[i])) for i in idx], **pool)
+    good = list(good)
+    for i, r in zip(idx, redo):
+        if isinstance(r, FileError):
+            if skipped is None:
+                raise TraceError(r.path, r.problem, r.fix)
+            skipped.append((r.path, r.problem))
+            r = None
+        good[i] = r
+    return [r for r in good if r is not None]
 
 
 def _map(job, files: list[Path], *, workers, scheduler, progress) -> list[Any]:

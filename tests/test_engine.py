@@ -282,3 +282,32 @@ def test_one_big_rank_beside_itself_gives_the_serial_document(tmp_path, monkeypa
     beside = encode(analyse_path(f, CFG, workers=2, keep_intervals=False).to_json())
     assert forks == [True]
     assert beside == serial
+
+
+def test_a_rank_that_fails_when_analysed_again_is_raised_or_skipped(monkeypatch):
+    """``engine._rerun`` (the mode redo and the graph redo of ``analyse_path``): the
+    ranks named are analysed again in place; one that now fails raises its own error,
+    or, given a ``skipped`` list (``--skip-bad`` on a directory), is noted there and
+    left out, the others kept in order."""
+    from domino_prof import engine
+    from domino_prof.trace.read import FileError
+
+    monkeypatch.setattr(engine, "_map", lambda job, paths, **_: [job(p) for p in paths])
+
+    class R:  # a rank result as the redo sees it: its path is meta.path
+        def __init__(self, path, tag):
+            self.meta, self.tag = type("M", (), {"path": path})(), tag
+
+    good = [R("a.json", 0), R("b.json", 0), R("c.json", 0)]
+
+    def job(p):
+        return FileError(str(p), "truncated JSON", "re-export") if p.name == "b.json" else (
+            R(str(p), 1))  # fmt: skip
+
+    with pytest.raises(TraceError, match=r"b\.json.*truncated JSON"):
+        engine._rerun(good, [1, 2], job, skipped=None)
+    skipped: list = []
+    out = engine._rerun(good, [1, 2], job, skipped=skipped)
+    assert [(r.meta.path, r.tag) for r in out] == [("a.json", 0), ("c.json", 1)]
+    assert skipped == [("b.json", "truncated JSON")]
+    assert [r.tag for r in good] == [0, 0, 0]  # the list given is left as it was
