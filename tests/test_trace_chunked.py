@@ -82,3 +82,31 @@ def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkey
     assert chunked._parse_in_chunks(str(p), None, 1) is None
     t = load_trace(p)
     assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]
+
+
+@pytest.mark.parametrize("slot", [1, 1 << 22], ids=["pipe", "slots"])
+def test_chunks_and_columns_cross_by_slot_or_pipe_alike(tmp_path, monkeypatch, slot):
+    """A chunk worker gets its chunk, and sends its columns, through a shared memory
+    slot, or through the pipe when they do not fit: the frame is the one-process
+    frame either way, and the path asked for is the one taken."""
+    from domino_prof.trace import chunked, parse
+
+    p = _gen(tmp_path, "rank1.pt.trace.json.gz", 4000)
+    serial = load_trace(p, workers=1)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
+    monkeypatch.setattr(chunked, "_SLOT_BYTES", slot)
+    made = []
+
+    class Spy(chunked._Workers):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(chunked, "_Workers", Spy)
+    parsed = chunked._parse_in_chunks(str(p), None, 2)
+    (w,) = made
+    assert parsed is not None and parsed.n == len(serial.events) and w.sent > 2
+    want = w.sent if slot > 1 else 0
+    assert w.through_slots == {"chunks": want, "results": want}
+    _assert_same(serial, load_trace(p, workers=2))
