@@ -110,3 +110,22 @@ def test_chunks_and_columns_cross_by_slot_or_pipe_alike(tmp_path, monkeypatch, s
     want = w.sent if slot > 1 else 0
     assert w.through_slots == {"chunks": want, "results": want}
     _assert_same(serial, load_trace(p, workers=2))
+
+
+def test_a_chunk_worker_that_fails_sends_the_whole_file_back_to_one_decode(
+    tmp_path, monkeypatch
+):
+    """Events whose args hold lists of objects: a cut inside one makes a chunk that
+    does not decode in its worker; the worker says so, the streamed parse gives up
+    (None) and the loader decodes the file whole, with the one-process frame."""
+    from domino_prof.trace import chunked, parse
+
+    b = small_trace()
+    for i in range(400):
+        b.cpu(f"op{i}", 20 + i, 1, extra=[{"a": i}, {"b": i}])
+    p = b.write(tmp_path / "rank0.json")
+    serial = load_trace(p, workers=1)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
+    assert chunked._parse_in_chunks(str(p), None, 2) is None
+    _assert_same(serial, load_trace(p, workers=2))

@@ -382,7 +382,7 @@ def _stream_worker(tasks, results, sp: str, inbox: mmap.mmap,
             del chunk, msg, part
     except BaseException as e:  # noqa: BLE001 - anything: the parent falls back
         with contextlib.suppress(BaseException):  # the parent may be gone already
-            results.send(("fail", repr(e)))
+            results.send(("fail", repr(e), None))
     finally:
         os._exit(0)
 
