@@ -84,12 +84,22 @@ def test_chunked_decode_falls_back_on_a_nested_trace_events_key(tmp_path, monkey
     assert t.events["name"].astype(str).tolist() == ["e0", "e1", "e2", "e3", "e4"]
 
 
-@pytest.mark.parametrize("slot", [1, 1 << 22], ids=["pipe", "slots"])
+@pytest.mark.parametrize("slot", [1, 1 << 22, None], ids=["pipe", "slots", "no-shm"])
 def test_chunks_and_columns_cross_by_slot_or_pipe_alike(tmp_path, monkeypatch, slot):
     """A chunk worker gets its chunk, and sends its columns, through a shared memory
-    slot, or through the pipe when they do not fit: the frame is the one-process
-    frame either way, and the path asked for is the one taken."""
+    slot, or through the pipe when they do not fit or when no shared memory can be
+    mapped (None here): the frame is the one-process frame either way, and the path
+    asked for is the one taken."""
+    import types
+
     from domino_prof.trace import chunked, parse
+
+    if slot is None:
+
+        def no_shm(*a, **k):
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(chunked, "mmap", types.SimpleNamespace(mmap=no_shm))
 
     p = _gen(tmp_path, "rank1.pt.trace.json.gz", 4000)
     serial = load_trace(p, workers=1)
@@ -107,7 +117,7 @@ def test_chunks_and_columns_cross_by_slot_or_pipe_alike(tmp_path, monkeypatch, s
     parsed = chunked._parse_in_chunks(str(p), None, 2)
     (w,) = made
     assert parsed is not None and parsed.n == len(serial.events) and w.sent > 2
-    want = w.sent if slot > 1 else 0
+    want = w.sent if slot and slot > 1 else 0
     assert w.through_slots == {"chunks": want, "results": want}
     _assert_same(serial, load_trace(p, workers=2))
 

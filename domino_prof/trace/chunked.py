@@ -331,9 +331,11 @@ def _decode_chunk(chunk: bytes, base: int | None, sp: str) -> _Part:
     return part
 
 
-def _pack(part: _Part, box: mmap.mmap) -> tuple[bytes, list[int] | None]:
+def _pack(part: _Part, box: mmap.mmap | None) -> tuple[bytes, list[int] | None]:
     """``part`` pickled, its arrays' bytes written to ``box`` one after the other when
     they fit: (the pickle, the arrays' sizes); else (the whole pickle, None)."""
+    if box is None:
+        return pickle.dumps(part, protocol=5), None
     part.ints = {k: np.ascontiguousarray(v) for k, v in part.ints.items()}  # out of band
     bufs: list[pickle.PickleBuffer] = []
     data = pickle.dumps(part, protocol=5, buffer_callback=bufs.append)
@@ -349,10 +351,10 @@ def _pack(part: _Part, box: mmap.mmap) -> tuple[bytes, list[int] | None]:
     return data, sizes
 
 
-def _unpack(data: bytes, sizes: list[int] | None, box: mmap.mmap) -> _Part:
+def _unpack(data: bytes, sizes: list[int] | None, box: mmap.mmap | None) -> _Part:
     """:func:`_pack`'s part again, its arrays copied out of ``box`` (which the worker
     overwrites with its next part)."""
-    if sizes is None:
+    if sizes is None or box is None:
         return pickle.loads(data)
     bufs, off = [], 0
     with memoryview(box) as mv:
@@ -362,8 +364,8 @@ def _unpack(data: bytes, sizes: list[int] | None, box: mmap.mmap) -> _Part:
     return pickle.loads(data, buffers=bufs)
 
 
-def _stream_worker(tasks, results, sp: str, inbox: mmap.mmap,
-                   outbox: mmap.mmap) -> None:  # pragma: no cover - forked child  # fmt: skip
+def _stream_worker(tasks, results, sp: str, inbox: mmap.mmap | None,
+                   outbox: mmap.mmap | None) -> None:  # pragma: no cover - forked child  # fmt: skip
     """Forked child: decode the chunks it is sent (in ``inbox``, or in the message when
     larger), send back each chunk's columns (through ``outbox``: :func:`_pack`)."""
     gc.disable()
@@ -401,8 +403,8 @@ class _Workers:
 
         ctx = mp.get_context("fork")
         self.procs, self.tasks, self.results = [], [], []
-        self.inboxes: list[mmap.mmap] = []
-        self.outboxes: list[mmap.mmap] = []
+        self.inboxes: list[mmap.mmap | None] = []
+        self.outboxes: list[mmap.mmap | None] = []
         self.pending: list[int] = []  # worker of each chunk sent, not yet received
         self.sent = 0
         self.through_slots = {"chunks": 0, "results": 0}  # the rest took the pipe
@@ -410,7 +412,10 @@ class _Workers:
         for _ in range(k):
             t_recv, t_send = ctx.Pipe(duplex=False)
             r_recv, r_send = ctx.Pipe(duplex=False)
-            inbox, outbox = mmap.mmap(-1, slot), mmap.mmap(-1, slot)
+            try:
+                inbox, outbox = mmap.mmap(-1, slot), mmap.mmap(-1, slot)
+            except (OSError, ValueError):  # no shared memory here: all through the pipe
+                inbox = outbox = None
             self.inboxes.append(inbox)
             self.outboxes.append(outbox)
             p = ctx.Process(target=_stream_worker, args=(t_recv, r_send, sp, inbox, outbox),
@@ -440,8 +445,9 @@ class _Workers:
         if len(self.pending) >= len(self.procs):
             out.append(self._receive())
         w = self.sent % len(self.procs)
-        if len(chunk) <= len(self.inboxes[w]):
-            self.inboxes[w][: len(chunk)] = chunk
+        box = self.inboxes[w]
+        if box is not None and len(chunk) <= len(box):
+            box[: len(chunk)] = chunk
             self.tasks[w].send((base, len(chunk)))
             self.through_slots["chunks"] += 1
         else:
@@ -468,7 +474,8 @@ class _Workers:
                 p.kill()
                 p.join()
         for box in (*self.inboxes, *self.outboxes):
-            box.close()
+            if box is not None:
+                box.close()
 
 
 def _parse_streaming(path_s: str, rank_arg: int | None, nproc: int) -> _Parsed | None:
