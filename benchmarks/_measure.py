@@ -131,3 +131,19 @@ def measure(
 def load_avg() -> str:
     a = os.getloadavg()
     return f"{a[0]:.2f}/{a[1]:.2f}/{a[2]:.2f}"
+
+
+def compile_package() -> None:
+    """Byte-compile domino_prof where it is imported from, as ``pip install`` does (an
+    editable install writes its bytecode on first use, unless PYTHONDONTWRITEBYTECODE
+    is set, as on the project's machine: then every run compiled the sources it found
+    without bytecode, ~0.18 s of a 2-event analysis's 0.78 s). The tools compared
+    (HTA, pandas) come with their bytecode from pip; the benchmarks measure ours so too."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("domino_prof")
+    if spec is not None and spec.submodule_search_locations:
+        for d in spec.submodule_search_locations:
+            compileall.compile_dir(d, quiet=1)
+

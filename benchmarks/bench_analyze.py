@@ -59,7 +59,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _measure import load_avg, measure
+from _measure import compile_package, load_avg, measure
 
 SET_TOOLS = ("bare orjson", "domino-prof", "HTA")
 SET_CHILDREN = {
@@ -320,6 +320,7 @@ def main() -> None:
                     help="skip HTA above this size (it is slow)")  # fmt: skip
     ap.add_argument("--timeout", type=float, default=600.0, help="per tool run, seconds")
     a = ap.parse_args()
+    compile_package()  # measure an installed domino-prof (_measure.compile_package)
     sizes = [int(x) for x in a.events.split(",") if x]
     sets = [x.strip() for x in a.sets.split(",") if x.strip()]
     default = "bare orjson,bare json,alt orjson->cols,domino-prof,HTA"

@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _measure import load_avg, measure
+from _measure import compile_package, load_avg, measure
 from tile_trace import write_ranks
 
 EVENTS_PER_TILE = 6120  # events of one fixture rank (one step)
@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--hta-timeout", type=float, default=600.0)
     ap.add_argument("--rss-limit-mb", type=float, default=20_000.0)
     a = ap.parse_args()
+    compile_package()  # measure an installed domino-prof (_measure.compile_package)
     sizes = [int(x) for x in a.ranks.split(",") if x]
     tools = [t.strip() for t in a.tools.split(",") if t.strip()]
     workdir = Path(a.workdir)

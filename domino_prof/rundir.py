@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domino_prof.errors import OptionError, TraceError, opt
-from domino_prof.reference_model.config import OVERLAP_MODES
 
 RUN_SCHEMA = "domino-prof/run"
 RUN_VERSION = 1
@@ -52,7 +51,11 @@ class Run:
         collectives: domino, domino-sp). tp and sp wait for every collective at once
         (0 % hidden is right for them) and nocomm has no comm."""
         flag = self.entry(mode).get("overlap")
-        return bool(flag) if isinstance(flag, bool) else mode in OVERLAP_MODES
+        if isinstance(flag, bool):
+            return flag
+        from domino_prof.reference_model import modes  # (imported here: start-up)
+
+        return bool(getattr(modes.MODES.get(mode), "micro_batched", False))
 
     def comparison(self, mode: str) -> dict | None:
         """The mode's row of the comparison table (timed step, speedups)."""

@@ -70,16 +70,51 @@ def test_analyze_of_a_tiny_trace_imports_no_pydantic_and_no_other_command(tmp_pa
     }  # fmt: skip
     f = tmp_path / "tiny.json"
     f.write_text(json.dumps(trace))
+    # printed by an atexit handler: the CLI ends this process (cli._exit) and runs them
     code = (
-        "import sys, runpy; sys.argv = ['domino-prof', 'analyze', sys.argv[1]]\n"
-        "try:\n    runpy.run_module('domino_prof.cli', run_name='__main__')\n"
-        "except SystemExit as e:\n    assert not e.code, e.code\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'plotly')"
-        " or m.startswith('domino_prof.commands.') and not m.startswith("
-        "'domino_prof.commands._')))\n"
+        "import atexit, sys, runpy; sys.argv = ['domino-prof', 'analyze', sys.argv[1]]\n"
+        "atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('pydantic', 'plotly') or m.startswith('domino_prof.commands.') and not"
+        " m.startswith('domino_prof.commands._'))))\n"
+        "runpy.run_module('domino_prof.cli', run_name='__main__')\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True,
                          text=True, cwd=str(ROOT), timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "hidden comm 60.0%" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "['domino_prof.commands.analyze']"
+
+
+@pytest.mark.parametrize("args, rc", [([], 0), (["--top", "0"], 2)], ids=["ok", "bad-option"])
+def test_the_cli_process_ends_without_the_interpreter_teardown(tmp_path, args, rc):
+    """``cli._exit``: run as the CLI, the process runs its atexit handlers, flushes its
+    output and ends with the command's exit code, without tearing down its modules (an
+    object of ``__main__`` is never finalised); its JSON is whole."""
+    f = tmp_path / "tiny.json"
+    f.write_text(json.dumps({"distributedInfo": {"rank": 0}, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float",
+         "ts": 100, "dur": 50, "pid": 0, "tid": 7, "args": {"stream": 7, "device": 0}}]}))  # fmt: skip
+    out_json = tmp_path / "out.json"
+    code = (
+        "import atexit, sys, runpy\n"
+        "class Teardown:\n    def __del__(self):\n        print('torn down', flush=True)\n"
+        "marker = Teardown()\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "sys.argv = ['domino-prof', 'analyze', *sys.argv[1:]]\n"
+        "runpy.run_module('domino_prof.cli', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(f), "-o", str(out_json), *args],
+                         capture_output=True, text=True, cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert out.returncode == rc, out.stderr
+    assert "atexit ran" in out.stdout and "torn down" not in out.stdout
+    if rc == 0:
+        assert "hidden comm 0.0%" in out.stdout
+        assert json.loads(out_json.read_text())["totals"]["comm_ns"] == 50_000
+    else:
+        assert "--top" in out.stderr and not out_json.exists()
+    # the same script, not as the CLI (another argv[0]): the usual teardown
+    out = subprocess.run([sys.executable, "-c", code.replace("'domino-prof'", "'other'"),
+                          str(f), "-o", str(out_json), *args], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert out.returncode == rc and "torn down" in out.stdout
+
