@@ -189,7 +189,7 @@ def _exit(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say
+        except (OSError, ValueError, AttributeError):  # a closed pipe (`| head`), no stream
             pass
     os._exit(code)
 

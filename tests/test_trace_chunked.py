@@ -139,3 +139,29 @@ def test_a_chunk_worker_that_fails_sends_the_whole_file_back_to_one_decode(
     monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
     assert chunked._parse_in_chunks(str(p), None, 2) is None
     _assert_same(serial, load_trace(p, workers=2))
+
+
+def test_a_chunk_worker_that_dies_sends_the_whole_file_back_to_one_decode(
+    tmp_path, monkeypatch
+):
+    """A chunk worker killed while it holds a chunk (here: it exits on the chunk that
+    holds event e150): the streamed parse gives up (None) and the loader decodes the
+    file whole, with the one-process frame; nothing hangs."""
+    import os
+
+    from domino_prof.trace import chunked, parse
+
+    p = _raw_trace(tmp_path / "r.json", [_x(f"e{i}", str(10 + i)) for i in range(400)], base=None)
+    serial = load_trace(p, workers=1)
+    monkeypatch.setattr(parse, "_STREAM_BYTES", 0)
+    monkeypatch.setattr(chunked, "_CHUNK_TARGET", 2000)
+    decode = chunked._decode_chunk
+
+    def dies_on_e150(chunk, base, sp):  # runs in the forked workers
+        if b'"e150"' in bytes(chunk):
+            os._exit(1)
+        return decode(chunk, base, sp)
+
+    monkeypatch.setattr(chunked, "_decode_chunk", dies_on_e150)
+    assert chunked._parse_in_chunks(str(p), None, 2) is None
+    _assert_same(serial, load_trace(p, workers=2))
