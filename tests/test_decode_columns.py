@@ -101,12 +101,13 @@ def test_the_cli_imports_only_the_command_it_runs():
     import subprocess
     import sys
 
+    # printed by an atexit handler: the CLI ends this process (cli._exit) and runs them
     code = (
-        "import sys, runpy; sys.argv = ['domino-prof', 'analyze', '--help']\n"
-        "try:\n    runpy.run_module('domino_prof.cli', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('domino_prof.commands.')"
-        " and not m.startswith('domino_prof.commands._')))\n"
+        "import atexit, sys, runpy; sys.argv = ['domino-prof', 'analyze', '--help']\n"
+        "atexit.register(lambda: print(sorted(m for m in sys.modules if"
+        " m.startswith('domino_prof.commands.') and not"
+        " m.startswith('domino_prof.commands._'))))\n"
+        "runpy.run_module('domino_prof.cli', run_name='__main__')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=str(ROOT), timeout=120)  # fmt: skip
