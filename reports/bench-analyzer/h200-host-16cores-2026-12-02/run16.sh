@@ -6,13 +6,8 @@ export PYTHONPATH=/tmp/site:$PWD
 { nproc; python3 -c "import sys,pandas,numpy,msgspec,isal;print(sys.version.split()[0],pandas.__version__,numpy.__version__,msgspec.__version__)"; } > $OUT/env.txt 2>&1
 python3 benchmarks/bench_vs_hta.py --generate-only --sets one-big-file,tiled-real --workdir /tmp/sets > $OUT/gen.txt 2>&1
 F=/tmp/sets/set-one-big-file/rank0.pt.trace.json.gz
-timed() { python3 - "$@" <<'PY'
-import resource, subprocess, sys, time
-t = time.perf_counter(); r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
-w = time.perf_counter() - t; ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(f"{sys.argv[1]:<22} rc {r.returncode} wall {w:.2f} cpu {ru.ru_utime + ru.ru_stime:.2f} maxrss_mb {ru.ru_maxrss / 1024:.0f} {r.stdout.strip().splitlines()[-1][:150] if r.stdout.strip() else ''}", flush=True)
-PY
-}
+T=$PWD/benchmarks/timed.py  # (the same code was inline when this ran)
+timed() { python3 "$T" "$@"; }
 for i in 1 2 3; do
   timed "ours one-big" python3 -m domino_prof.cli analyze $F -o /tmp/o.json
   timed "floor 16 procs" python3 benchmarks/decode_floor.py $F --procs 16
