@@ -148,12 +148,13 @@ def overlap_tables(cl: Classified, ranks: list[int]) -> dict[str, pd.DataFrame]:
         comm["start"].to_numpy(),
         comm["end"].to_numpy(),
     )
-    by_collective["collective"] = collective_type(comm["name"], comm["coll_name"])
+    types = collective_type(comm["name"], comm["coll_name"])
+    by_collective["collective"] = types
     by_collective = _with_derived(by_collective)
 
     # per collective type (all-reduce, reduce-scatter, all-gather, ...): the union of
     # that type's comm intervals per rank, like every other group
-    typed = comm.assign(collective=collective_type(comm["name"], comm["coll_name"]))
+    typed = comm.assign(collective=types)
     tk = ["rank", "collective"]
     by_collective_type = _with_derived(group_overlap(cl, tk, rows=typed))
     counts = typed.groupby(tk, sort=False).size().rename("count").reset_index()
