@@ -146,4 +146,3 @@ def compile_package() -> None:
     if spec is not None and spec.submodule_search_locations:
         for d in spec.submodule_search_locations:
             compileall.compile_dir(d, quiet=1)
-
