@@ -124,6 +124,9 @@ def fit_line(sizes: np.ndarray, times_us: np.ndarray) -> tuple[float, float, boo
 class _KArgs(msgspec.Struct, gc=False):
     correlation: Any = -1
     dtype: Any = None
+    block: Any = None
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared: Any = msgspec.field(default=None, name="shared memory")
 
 
 class _KEv(msgspec.Struct, gc=False):
@@ -140,20 +143,36 @@ class _KDoc(msgspec.Struct, gc=False):
 _KDECODE = msgspec.json.Decoder(_KDoc, strict=False)
 
 
-def _kernel_args(path: str) -> tuple[dict[int, str | None], dict]:
-    """correlation -> dtype of one file's kernels, and its top-level facts."""
+def _launch_attrs(a: _KArgs) -> tuple[int, int, int]:
+    """(threads per CTA, registers per thread, shared memory bytes) of a kernel's args,
+    -1 where absent."""
+    b = a.block
+    threads = -1
+    if isinstance(b, list) and b and all(isinstance(x, int) for x in b):
+        threads = 1
+        for x in b:
+            threads *= x
+    regs = a.registers if isinstance(a.registers, int) else -1
+    smem = a.shared if isinstance(a.shared, int) else -1
+    return threads, regs, smem
+
+
+def _kernel_args(path: str) -> tuple[dict[int, tuple], dict]:
+    """correlation -> (dtype, threads, registers, shared bytes) of one file's kernels,
+    and its top-level facts."""
     try:
         doc = _KDECODE.decode(read_bytes(Path(path)))
     except FileError as e:
         raise TraceError(e.path, e.problem, e.fix) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise TraceError(path, f"cannot read kernel args ({e})", "re-export the trace") from None
-    out: dict[int, str | None] = {}
+    out: dict[int, tuple] = {}
     for ev in doc.traceEvents or ():
         a = ev.args
         if ev.cat != "kernel" or a is None or not isinstance(a.correlation, int):
             continue
-        out[a.correlation] = _DTYPES.get(a.dtype) if isinstance(a.dtype, str) else None
+        dt = _DTYPES.get(a.dtype) if isinstance(a.dtype, str) else None
+        out[a.correlation] = (dt, *_launch_attrs(a))
     facts: dict[str, Any] = {}
     di = doc.distributedInfo
     if isinstance(di, dict):
@@ -176,6 +195,9 @@ class Samples:
     dur_ns: np.ndarray  # int64
     ctas: np.ndarray  # int64 (-1 unknown)
     algorithm: np.ndarray  # object
+    threads: np.ndarray  # int64 threads per CTA (-1 unknown)
+    registers: np.ndarray  # int64 registers per thread (-1 unknown)
+    shared: np.ndarray  # int64 shared memory bytes per CTA (-1 unknown)
     n_files: int
     facts: tuple[str, ...]  # "NVIDIA H200", "NCCL 2.28.9" ...
     notes: tuple[str, ...]
@@ -185,7 +207,8 @@ def collect(paths: list[str]) -> Samples:
     """Load every trace PATH (a file, a directory of rank files, a run directory: each
     of its modes is loaded on its own) and extract the collective kernels."""
     cols: dict[str, list] = {k: [] for k in
-                             ("collective", "ranks", "dtype", "size", "dur", "ctas", "algo")}  # fmt: skip
+                             ("collective", "ranks", "dtype", "size", "dur", "ctas", "algo",
+                              "threads", "registers", "shared")}  # fmt: skip
     n_files = 0
     facts: Counter = Counter()
     notes: list[str] = []
@@ -219,7 +242,8 @@ def collect(paths: list[str]) -> Samples:
                     if kn is None:
                         continue
                     ctas = int(grid[i])
-                    dtype = args.get(int(corr[i])) or kn.dtype
+                    ka = args.get(int(corr[i])) or (None, -1, -1, -1)
+                    dtype = ka[0] or kn.dtype
                     r = int(gsz[i]) if gsz[i] > 0 else (int(world) if world else -1)
                     if nel[i] < 0 or r < 2 or dtype is None:
                         unknown[name] += 1
@@ -236,6 +260,9 @@ def collect(paths: list[str]) -> Samples:
                     cols["dur"].append(int(dur[i]))
                     cols["ctas"].append(ctas)
                     cols["algo"].append(kn.algorithm)
+                    cols["threads"].append(ka[1])
+                    cols["registers"].append(ka[2])
+                    cols["shared"].append(ka[3])
     if unknown:
         name, n = unknown.most_common(1)[0]
         notes.append(
@@ -251,6 +278,9 @@ def collect(paths: list[str]) -> Samples:
         dur_ns=np.asarray(cols["dur"], dtype=np.int64),
         ctas=np.asarray(cols["ctas"], dtype=np.int64),
         algorithm=np.asarray(cols["algo"], dtype=object),
+        threads=np.asarray(cols["threads"], dtype=np.int64),
+        registers=np.asarray(cols["registers"], dtype=np.int64),
+        shared=np.asarray(cols["shared"], dtype=np.int64),
         n_files=n_files,
         facts=fact_list,
         notes=tuple(notes),
@@ -314,6 +344,12 @@ def fit_profile(
         if ctas.size == 0:
             notes.append(f"{label}: no kernel grid in the traces; ctas set to 1")
         algo = _most_common(samples.algorithm[g])
+        launch = {}
+        for key, col in (("threads", samples.threads), ("registers", samples.registers),
+                         ("shared_bytes", samples.shared)):
+            v = col[g]
+            v = v[v >= 0]
+            launch[key] = int(_most_common(v)) if v.size else None
         fitted.append(
             Entry(
                 collective=coll,
@@ -328,8 +364,11 @@ def fit_profile(
                     + (f" ({facts})" if facts else "")
                     + f": {int(g.sum())} kernels of {samples.n_files} rank files, "
                     f"p{percentile:g} (nearest rank) of the durations per message size, "
-                    f"least-squares line over {sizes.size} sizes; ctas = the kernels' grid"
+                    f"least-squares line over {sizes.size} sizes; ctas, threads, registers, "
+                    "shared_bytes = the kernels' most common grid, block, registers per "
+                    "thread, shared memory"
                 ),
+                **launch,
                 fit={
                     "percentile": percentile,
                     "sizes_bytes": [int(s) for s in sizes],

@@ -35,9 +35,17 @@ def label(profile_name: str) -> str:
     return f"emulated comm (profile {profile_name})"
 
 
-def comm_marker(profile_name: str, *, ranks: int, rank: int = 0) -> dict:
-    return {"comm": "emulated", "profile": profile_name, "ranks": ranks, "rank": rank,
-            "label": label(profile_name)}  # fmt: skip
+def comm_marker(profile_name: str, *, ranks: int, rank: int = 0, kernel: str | None = None,
+                ctas: int | None = None) -> dict:  # fmt: skip
+    """The mark; ``kernel`` (the stand-in: paced | burst) and ``ctas`` (--comm-ctas) are
+    written when given."""
+    m = {"comm": "emulated", "profile": profile_name, "ranks": ranks, "rank": rank,
+         "label": label(profile_name)}  # fmt: skip
+    if kernel is not None:
+        m["kernel"] = kernel
+    if ctas is not None:
+        m["ctas"] = ctas
+    return m
 
 
 def trace_marker(top: Any) -> str | None:

@@ -34,7 +34,11 @@ VERSION = 1
 SHIPPED: tuple[str, ...] = ("h200-nvlink-tp2", "h200-nvlink-tp4", "h200-nvlink-tp8")
 BUSBW_TOLERANCE = 1e-3  # relative: busbw is written rounded beside algbw
 _ENTRY_KEYS = {"collective", "ranks", "dtype", "alpha_us", "algbw_GBps", "busbw_GBps",
-               "ctas", "algorithm", "source", "fit"}  # fmt: skip
+               "ctas", "algorithm", "source", "fit", "threads", "registers", "shared_bytes",
+               "fifo_bytes", "cta_busbw_GBps"}  # fmt: skip
+# the real kernel's launch attributes the paced stand-in copies when an entry has none
+# (profiles written before they were recorded): NCCL's 512 + 32 threads, no reservation
+DEFAULT_THREADS = 544
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +54,14 @@ class Entry:
     algorithm: str  # e.g. "ring/LL", "ring/Simple"
     source: str  # citation of every figure
     fit: dict | None = None  # calibrate's evidence, when fitted
+    # the real kernel's launch attributes (a trace's kernel args: block, "registers per
+    # thread", "shared memory"), which the paced stand-in copies; None: not recorded
+    threads: int | None = None
+    registers: int | None = None
+    shared_bytes: int | None = None
+    fifo_bytes: int | None = None  # FIFO bytes per channel (None: the protocol's default)
+    # busbw at fewer CTAs than ``ctas`` (--comm-ctas): ((ctas, busbw GB/s), ...) ascending
+    cta_busbw: tuple[tuple[int, float], ...] | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -61,6 +73,46 @@ class Entry:
 
     def time_ns(self, size_bytes: int) -> int:
         return time_ns(alpha_us=self.alpha_us, algbw_gbps=self.algbw_gbps, size_bytes=size_bytes)
+
+    @property
+    def protocol(self) -> str:
+        """NCCL protocol of ``algorithm`` (``ring/LL`` -> LL; else LL128 or Simple)."""
+        from domino_prof.emulation.ring import protocol_of
+
+        return protocol_of(self.algorithm)
+
+    def busbw_at(self, ctas: int) -> float:
+        """busbw (GB/s) with ``ctas`` CTAs: linear between the ``cta_busbw`` points and
+        (``self.ctas``, this entry's busbw); at or above ``self.ctas`` this entry's busbw
+        (more CTAs than the real kernel's add no bandwidth here); below the first point,
+        proportional to the CTAs. Needs ``cta_busbw`` unless ``ctas == self.ctas``."""
+        if ctas < 1:
+            raise ValueError(f"ctas must be >= 1, got {ctas}")
+        if ctas >= self.ctas:
+            return self.busbw_gbps
+        if not self.cta_busbw:
+            raise ConfigError(
+                f"comm profile entry {self.collective} R={self.ranks} {self.dtype} has no "
+                f"per-CTA bandwidth curve ('cta_busbw_GBps'), so --comm-ctas {ctas} (fewer "
+                f"than its {self.ctas}) has no bandwidth to use; add the curve with its source"
+            )
+        pts = [p for p in self.cta_busbw if p[0] < self.ctas] + [(self.ctas, self.busbw_gbps)]
+        if ctas <= pts[0][0]:
+            return pts[0][1] * ctas / pts[0][0]
+        for (n0, b0), (n1, b1) in zip(pts, pts[1:]):
+            if n0 <= ctas <= n1:
+                return b0 + (b1 - b0) * (ctas - n0) / (n1 - n0)
+        return self.busbw_gbps  # unreachable: ctas < self.ctas = the last point
+
+    def with_ctas(self, ctas: int | None) -> Entry:
+        """This entry run with ``ctas`` CTAs (None: as it is): the CTA count of the stand-in
+        and the bandwidth of :meth:`busbw_at`; alpha unchanged."""
+        if ctas is None or ctas == self.ctas:
+            return self
+        import dataclasses
+
+        algbw = self.busbw_at(ctas) / bus_factor(self.collective, self.ranks)
+        return dataclasses.replace(self, ctas=ctas, algbw_gbps=algbw)
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {
@@ -74,6 +126,12 @@ class Entry:
             "algorithm": self.algorithm,
             "source": self.source,
         }
+        for k, v in (("threads", self.threads), ("registers", self.registers),
+                     ("shared_bytes", self.shared_bytes), ("fifo_bytes", self.fifo_bytes)):
+            if v is not None:
+                d[k] = v
+        if self.cta_busbw is not None:
+            d["cta_busbw_GBps"] = [[n, b] for n, b in self.cta_busbw]
         if self.fit is not None:
             d["fit"] = self.fit
         return d
@@ -246,9 +304,17 @@ def _parse_entry(e: Any, *, where: str) -> Entry:
     fit = e.get("fit")
     if fit is not None and not isinstance(fit, dict):
         raise ConfigError(f"{where}: 'fit' must be an object, got {type(fit).__name__}")
+    opt: dict[str, int | None] = {}
+    for k, lo in (("threads", 32), ("registers", 1), ("shared_bytes", 0), ("fifo_bytes", 16)):
+        v = e.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            raise ConfigError(f"{where}: {k!r} must be an integer >= {lo}, got {v!r}")
+        opt[k] = v
+    curve = _cta_curve(e.get("cta_busbw_GBps"), ctas=ctas, where=where)
     entry = Entry(
         collective=coll, ranks=ranks, dtype=dtype, alpha_us=alpha, algbw_gbps=algbw,
-        ctas=ctas, algorithm=e["algorithm"], source=e["source"], fit=fit,
+        ctas=ctas, algorithm=e["algorithm"], source=e["source"], fit=fit, cta_busbw=curve,
+        **opt,
     )  # fmt: skip
     if "busbw_GBps" in e:
         busbw = _number(e, "busbw_GBps", where)
@@ -262,3 +328,28 @@ def _parse_entry(e: Any, *, where: str) -> Entry:
                 f"= {want:.4f}; fix one of them (algbw is the one the model uses)"
             )
     return entry
+
+
+def _cta_curve(v: Any, *, ctas: int, where: str) -> tuple[tuple[int, float], ...] | None:
+    """``cta_busbw_GBps``: [[ctas, busbw], ...], CTA counts ascending, each below the
+    entry's ``ctas``, bandwidths > 0 and not falling."""
+    if v is None:
+        return None
+    ok = isinstance(v, list) and v and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], int)
+        and not isinstance(p[0], bool) and isinstance(p[1], (int, float))
+        and not isinstance(p[1], bool) and math.isfinite(p[1]) for p in v
+    )  # fmt: skip
+    if not ok:
+        raise ConfigError(f"{where}: 'cta_busbw_GBps' must be a list of [ctas, busbw_GBps] pairs")
+    pts = tuple((int(n), float(b)) for n, b in v)
+    ns = [n for n, _ in pts]
+    if ns != sorted(set(ns)) or ns[0] < 1 or ns[-1] >= ctas:
+        raise ConfigError(
+            f"{where}: 'cta_busbw_GBps' CTA counts must rise from >= 1 and stay below the "
+            f"entry's ctas ({ctas}); got {ns}"
+        )
+    bws = [b for _, b in pts]
+    if any(b <= 0 for b in bws) or bws != sorted(bws):
+        raise ConfigError(f"{where}: 'cta_busbw_GBps' bandwidths must be > 0 and not fall")
+    return pts

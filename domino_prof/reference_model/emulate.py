@@ -31,8 +31,15 @@ from typing import Any
 from domino_prof.emulation.marker import comm_marker, mark_trace_file
 from domino_prof.emulation.model import message_bytes
 from domino_prof.emulation.plan import Copy, plan
-from domino_prof.emulation.profile import Entry, Profile, load_profile
+from domino_prof.emulation.profile import DEFAULT_THREADS, Entry, Profile, load_profile
+from domino_prof.emulation.ring import PacedPlan, paced_plan, step_table
 from domino_prof.errors import ConfigError
+
+# the stand-in kernels (docs/EMULATION.md §3 and §3b): "paced", the default, runs the ring
+# algorithm's local HBM traffic paced over the modelled time with the real kernel's
+# threads, registers and shared memory; "burst" is the first stand-in (Triton: the ring's
+# link bytes copied at once, then a spin), kept for A/B runs
+KERNELS = ("paced", "burst")
 
 # elements per CTA iteration: 32 KiB of bf16 in flight per CTA (64 B per thread at 16
 # warps). With ~0.7 us of HBM latency, 24 CTAs need ~16 KiB each in flight to move the
@@ -132,10 +139,11 @@ class Prepared:
     with no per-call planning: the :class:`Launch`, and (fast path) Triton's compiled
     kernel's runner with its argument list, where only ``t`` / ``out`` change per call."""
 
-    __slots__ = ("args", "launch", "out_at", "runner", "t_at")
+    __slots__ = ("args", "launch", "out_at", "paced", "runner", "t_at")
 
     def __init__(self, launch: Launch, *, block: int = BLOCK, spin: bool = True) -> None:
         self.launch = launch
+        self.paced: Any = None  # a _paced_kernel.Launcher when the paced kernel serves it
         self.runner: Any = None  # set after the first (JIT) launch compiled the kernel
         # runtime arguments, then the constexprs in signature order (BLOCK, SPIN, ALIGNED):
         # Triton's compiled launchers take the bound arguments of the JIT call, constexprs
@@ -219,11 +227,21 @@ class EmulatedComm:
     meaningful_numerics = False  # the collectives' outputs are not the reduced values
 
     def __init__(self, profile: Profile | str, *, size: int, rank: int = 0, device: Any,
-                 stream: Any = None, fast: bool | None = None) -> None:  # fmt: skip
+                 stream: Any = None, fast: bool | None = None, kernel: str | None = None,
+                 ctas: int | None = None) -> None:  # fmt: skip
         import torch
 
         if fast is None:  # a diagnostic switch for A/B checks (docs/EMULATION.md)
             fast = os.environ.get("DOMINO_PROF_EMULATE_LAUNCH", "compiled") != "jit"
+        if kernel is None:  # the stand-in: DOMINO_PROF_EMULATE_KERNEL=burst for the old one
+            kernel = os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced")
+        if kernel not in KERNELS:
+            raise ConfigError(
+                f"emulated comm kernel {kernel!r} is not one of {', '.join(KERNELS)} "
+                "(DOMINO_PROF_EMULATE_KERNEL / --emulate-kernel)"
+            )
+        if ctas is not None and (isinstance(ctas, bool) or not isinstance(ctas, int) or ctas < 1):
+            raise ConfigError(f"--comm-ctas must be an integer >= 1, got {ctas!r}")
 
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         if size < 2:
@@ -239,6 +257,16 @@ class EmulatedComm:
                 "not CUDA (on CPU use --comm gloo, or nocomm)"
             )
         _kernels()  # Triton present: fail here, in one line, not at the first collective
+        self.kernel = kernel
+        self.ctas = ctas  # None: each entry's own CTA count (the real kernel's)
+        self.fallbacks = 0  # paced calls served by the burst kernel (buffers not in vectors)
+        self._paced_kernels: dict[tuple, Any] = {}  # (collective, threads, regs, smem)
+        self._fifo: dict[int, Any] = {}  # FIFO bytes -> scratch buffer (kept)
+        self._tables: list[Any] = []  # device step tables (kept: launches read them)
+        if ctas is not None:  # the TP all-reduces have a bandwidth at that count (one line
+            for e in self.profile.entries:  # now, not at the first collective)
+                if e.ranks == size and e.collective == "all_reduce":
+                    e.with_ctas(ctas)
         self.size = size
         self.rank = rank
         self.label = self.profile.label
@@ -278,13 +306,14 @@ class EmulatedComm:
         key = (coll, t.numel(), out.numel(), t.dtype, t.data_ptr() % 16, out.data_ptr() % 16)
         prep = self._prepared.get(key)
         if prep is None:
-            launch = plan_launch(self.profile, coll, ranks=self.size, rank=self.rank, t=t, out=out)
-            prep = self._prepared[key] = Prepared(launch)
+            prep = self._prepared[key] = self._prepare(coll, t, out)
         cur = torch.cuda.current_stream(self.device)
         fork = self._fork
         fork.record(cur)  # the comm stream waits for what the current stream issued so far
         self.stream.wait_event(fork)
-        if prep.runner is not None:
+        if prep.paced is not None:
+            prep.paced.launch(t.data_ptr(), out.data_ptr(), self._handle)
+        elif prep.runner is not None:
             try:
                 prep.runner(*prep.fill(t, out), stream=self._handle)
             except TypeError as e:  # another Triton's launcher signature: the JIT path
@@ -301,6 +330,69 @@ class EmulatedComm:
             return work
         work.wait()
         return None
+
+    def _entry(self, coll: str, t: Any) -> Entry:
+        return self.profile.entry(coll, self.size, dtype_name(t.dtype)).with_ctas(self.ctas)
+
+    def _prepare(self, coll: str, t: Any, out: Any) -> Prepared:
+        """The launch of one (collective, sizes, dtype, alignment): planned once, with the
+        paced kernel's launcher when that kernel is chosen and the buffers cut into
+        16-byte vectors (else the burst kernel, counted in ``fallbacks``)."""
+        entry = self._entry(coll, t)
+        launch = plan_launch(_OneEntry(entry), coll, ranks=self.size, rank=self.rank, t=t,
+                             out=out)  # fmt: skip
+        prep = Prepared(launch)
+        if self.kernel != "paced":
+            return prep
+        pp = None
+        if t.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0:
+            pp = paced_plan(coll, ranks=self.size, rank=self.rank,
+                            src_bytes=t.numel() * t.element_size(),
+                            dst_bytes=out.numel() * out.element_size(),
+                            ctas=entry.ctas, threads=entry.threads or DEFAULT_THREADS,
+                            protocol=entry.protocol, dur_ns=launch.dur_ns,
+                            fifo_bytes=entry.fifo_bytes)  # fmt: skip
+        if pp is None:
+            self.fallbacks += 1
+            return prep
+        prep.paced = self._paced_launcher(entry, pp)
+        return prep
+
+    def _paced_launcher(self, entry: Entry, pp: PacedPlan) -> Any:
+        import torch
+
+        from domino_prof.reference_model import _paced_kernel as pk
+
+        shared = entry.shared_bytes or 0
+        kkey = (pp.collective, pp.threads, entry.registers, shared)
+        kern = self._paced_kernels.get(kkey)
+        if kern is None:
+            try:
+                kern = pk.build(pp.collective, threads=pp.threads, registers=entry.registers,
+                                shared_bytes=shared)  # fmt: skip
+            except (RuntimeError, OSError, AttributeError) as e:
+                raise ConfigError(
+                    f"the paced comm stand-in could not be compiled with NVRTC ({e}); run "
+                    "with DOMINO_PROF_EMULATE_KERNEL=burst (the Triton stand-in)"
+                ) from None
+            self._paced_kernels[kkey] = kern
+        fifo_bytes = pp.fifo_vec * 16
+        fifo = self._fifo.get(fifo_bytes)
+        if fifo is None:
+            fifo = self._fifo[fifo_bytes] = torch.empty(fifo_bytes, dtype=torch.uint8,
+                                                        device=self.device)  # fmt: skip
+        table = torch.from_numpy(step_table(pp)).to(self.device)
+        self._tables.append(table)
+        return pk.Launcher(kern, ctas=pp.ctas, fifo_ptr=fifo.data_ptr(),
+                           steps_ptr=table.data_ptr(), n_steps=len(pp.steps),
+                           chunk=pp.chunk_vec, slot=pp.slot_vec, ff=pp.fifo_factor,
+                           dur_ns=pp.dur_ns)  # fmt: skip
+
+    def kernel_facts(self) -> list[dict]:
+        """What the paced kernels compiled here are (name, threads, registers per thread
+        from the driver, shared bytes reserved): for the run's record and the benchmark."""
+        return [{"name": k.name, "threads": k.threads, "registers": k.registers,
+                 "shared_bytes": k.shared_bytes} for k in self._paced_kernels.values()]  # fmt: skip
 
     def _launch_jit(self, prep: Prepared, t: Any, out: Any) -> None:
         """The JIT launch on the comm stream; the first one of a key compiles, and its
@@ -327,11 +419,15 @@ class EmulatedComm:
         """The plain path (``fast=False``; class doc): what the fast path replaces."""
         import torch
 
-        launch = plan_launch(self.profile, coll, ranks=self.size, rank=self.rank, t=t, out=out)
+        prep = self._prepare(coll, t, out)
+        launch = prep.launch
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
         with torch.cuda.stream(self.stream):
-            launch_kernel(launch, t, out)
+            if prep.paced is not None:
+                prep.paced.launch(t.data_ptr(), out.data_ptr(), self.stream.cuda_stream)
+            else:
+                launch_kernel(launch, t, out)
             if not torch.cuda.is_current_stream_capturing():
                 t.record_stream(self.stream)
                 if out is not t:
@@ -347,7 +443,19 @@ class EmulatedComm:
     # ------------------------------------------------------------------ the trace mark
     def mark_trace(self, path: Any) -> None:
         """Write the emulation mark into an exported trace file (docs/EMULATION.md)."""
-        mark_trace_file(path, comm_marker(self.profile.name, ranks=self.size, rank=self.rank))
+        mark_trace_file(path, comm_marker(self.profile.name, ranks=self.size, rank=self.rank,
+                                          kernel=self.kernel, ctas=self.ctas))  # fmt: skip
+
+
+class _OneEntry:
+    """A profile of one entry (``plan_launch`` asks a profile for its entry): the entry
+    with ``--comm-ctas`` applied."""
+
+    def __init__(self, entry: Entry) -> None:
+        self._e = entry
+
+    def entry(self, collective: str, ranks: int, dtype: str) -> Entry:
+        return self._e
 
 
 class _PlainWork:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 33 on ONE H200: the paced comm stand-in checked, the A/B of every kernel shape
+# beside the burst and paced stand-ins (benchmarks/bench_tax_ab.py), and the headline
+# command with each stand-in (RUNS). Everything emulated says so in its run.json / traces.
+#   OUT=/some/dir bash benchmarks/gpu_fidelity.sh [ab] [runs]      (default: both, ~7 min)
+# Comes back: fidelity.log, tax_ab_raw.json.gz, run-<name>.tar.gz (run.json, logs,
+# traces; analysed on the CPU box with `domino-prof run --reanalyze DIR`).
+set -uo pipefail
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+OUT=${OUT:?set OUT}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/fidelity.log") 2>&1
+parts=${*:-ab runs}
+W=/tmp/fidelity; rm -rf "$W"; mkdir -p "$W"
+STEPS=${STEPS:-24} RUN_S=${RUN_S:-170} REPS=${REPS:-10}
+# name | env | flags: the headline command (llama3-3b, 28 layers, seq 4096, mbs 2, TP 8)
+RUNS=${RUNS:-"graphs-paced|DOMINO_PROF_EMULATE_KERNEL=paced|--cuda-graphs
+graphs-burst|DOMINO_PROF_EMULATE_KERNEL=burst|--cuda-graphs
+eager-paced|DOMINO_PROF_EMULATE_KERNEL=paced|"}
+echo "== gpu_fidelity.sh $(date -u +%FT%TZ) parts: $parts"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
+python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+t0=$(date +%s)
+for part in $parts; do
+  case $part in
+    ab)
+      timeout 330 python3 benchmarks/bench_tax_ab.py --out "$OUT" --reps "$REPS" || echo "ab rc=$?" ;;
+    runs)
+      while IFS='|' read -r name envs flags; do
+        [ -n "$name" ] || continue
+        echo "== run $name ($envs $flags) at $(( $(date +%s) - t0 )) s"
+        env $envs timeout "$RUN_S" python3 -m domino_prof.commands.run run --tp 8 --seq 4096 \
+          --comm emulate --mode all --steps "$STEPS" --block-steps 4 --profile-steps 2 \
+          --no-analyze --out "$W/$name" $flags 2>&1 | tail -25
+        tar -C "$W" -czf "$OUT/run-$name.tar.gz" "$name" && ls -la "$OUT/run-$name.tar.gz"
+      done <<< "$RUNS" ;;
+  esac
+done
+echo "== done at $(( $(date +%s) - t0 )) s"
