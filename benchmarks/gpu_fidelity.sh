@@ -21,6 +21,16 @@ echo "== gpu_fidelity.sh $(date -u +%FT%TZ) parts: $parts"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 t0=$(date +%s)
+# smoke: the paced kernel compiles and runs (else stop here, in seconds)
+python3 - <<'PY' || { echo "paced smoke FAILED"; exit 3; }
+import torch
+from domino_prof.reference_model.emulate import EmulatedComm
+from domino_prof.reference_model import _paced_kernel as pk
+c = EmulatedComm("h200-nvlink-tp8", size=8, device="cuda", kernel="paced")
+t = torch.randn(4096, 3072, device="cuda", dtype=torch.bfloat16)
+c.all_reduce(t, async_op=False); torch.cuda.synchronize()
+print("paced smoke ok", c.kernel_facts(), "fallbacks", c.fallbacks, "nvrtc_error", pk._LIBS.get("nvrtc_error"))
+PY
 for part in $parts; do
   case $part in
     ab)
