@@ -39,7 +39,7 @@ for part in $parts; do
       while IFS='|' read -r name envs flags; do
         [ -n "$name" ] || continue
         echo "== run $name ($envs $flags) at $(( $(date +%s) - t0 )) s"
-        env $envs timeout "$RUN_S" python3 -m domino_prof.commands.run run --tp 8 --seq 4096 \
+        env $envs timeout "$RUN_S" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
           --comm emulate --mode all --steps "$STEPS" --block-steps 4 --profile-steps 2 \
           --no-analyze --out "$W/$name" $flags 2>&1 | tail -25
         tar -C "$W" -czf "$OUT/run-$name.tar.gz" "$name" && ls -la "$OUT/run-$name.tar.gz"

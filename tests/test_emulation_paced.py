@@ -170,15 +170,14 @@ def test_launch_attributes_round_trip():
 
 
 def test_pacing_points_by_hand():
-    # tp 8, 25.2M bf16 all-reduce, Simple: chunk 393216 vectors, 16384 a CTA of 24, one
-    # 512 KiB slot (32768 vectors) holds it, passes of 544 x 4 = 2176: ceil(16384/2176) = 8,
-    # 15 ring steps: K = 120 pacing points over the modelled time
+    # tp 8, 25.2M bf16 all-reduce, Simple: chunk 393216 vectors, 16384 a CTA of 24; passes
+    # of 544 x 6 = 3264 vectors: ceil(16384 / 3264) = 6 a step, 15 ring steps: K = 90
     p = paced_plan("all_reduce", ranks=8, rank=0, src_bytes=50331648, dst_bytes=50331648,
                    ctas=24, threads=544, protocol="Simple", dur_ns=322_900)
-    assert (p.chunk_vec, p.share_vec, p.slot_vec, p.slices) == (393216, 16384, 32768, 1)
-    assert (p.passes_per_slice, p.pacing_points) == (8, 120)
-    # tp 2, 6.29 MB, LL: chunk 196608, share 8192, slot 2048 data vectors: 4 slices of one
-    # pass each, 3 steps: K = 12
+    assert (p.chunk_vec, p.share_vec, p.slot_vec) == (393216, 16384, 32768)
+    assert (p.passes_per_step, p.pacing_points) == (6, 90)
+    # tp 2, 6.29 MB, LL: chunk 196608, share 8192 (4 LL slots of 2048 data vectors):
+    # ceil(8192 / 3264) = 3 passes a step, 3 steps: K = 9
     q = paced_plan("all_reduce", ranks=2, rank=0, src_bytes=6291456, dst_bytes=6291456,
                    ctas=24, threads=544, protocol="LL", dur_ns=40_928)
-    assert (q.share_vec, q.slices, q.passes_per_slice, q.pacing_points) == (8192, 4, 1, 12)
+    assert (q.share_vec, q.slices, q.passes_per_step, q.pacing_points) == (8192, 4, 3, 9)

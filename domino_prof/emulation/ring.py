@@ -30,8 +30,9 @@ burst kernel's 1.75 S each way (``model.hbm_bytes``, the bytes on the links).
 The stand-in runs that step table itself: one CTA per channel, each CTA its share of
 every chunk, cut into slices of one FIFO slot; the incoming write is done by the
 stand-in's own SMs (a real peer's SMs do it over NVLink), into a per-CTA FIFO of the
-protocol's real size, so the FIFO bytes hit L2 or HBM as the real ones would. A slice is
-moved in passes of ``threads x UNROLL`` vectors; pass k of the CTA's K
+protocol's real size, so the FIFO bytes hit L2 or HBM as the real ones would. A share is
+moved in passes of ``threads x UNROLL`` vectors (across FIFO slots, as NCCL keeps up to 8
+steps in flight); pass k of the CTA's K
 (:attr:`PacedPlan.pacing_points`) starts no earlier than ``k / K`` of the modelled time
 after the CTA started, and the CTA spins to the modelled time at the end: the traffic is
 paced over the whole collective, as a link-rate-bound ring paces it, instead of a burst
@@ -53,7 +54,7 @@ from domino_prof.emulation.model import COLLECTIVES
 
 VEC = 16  # bytes a thread moves per access (one 16-byte vector)
 NCCL_STEPS = 8  # FIFO slots per channel (NCCL_STEPS)
-UNROLL = 4  # vectors a thread keeps in flight per slice pass (the kernel's U)
+UNROLL = 6  # vectors a thread keeps in flight per pass (the kernel's U)
 
 # protocol -> (FIFO factor p, FIFO bytes per channel: NCCL's defaults, src/init.cc:
 # DEFAULT_LL_BUFFSIZE = 8 lines x 512 threads x 8 steps x 16 B, DEFAULT_LL128_BUFFSIZE =
@@ -146,14 +147,15 @@ class PacedPlan:
         return max(1, -(-self.share_vec // self.slot_vec))
 
     @property
-    def passes_per_slice(self) -> int:
-        span = self.threads * UNROLL
-        return max(1, -(-min(self.share_vec, self.slot_vec) // span))
+    def passes_per_step(self) -> int:
+        """Passes of ``threads x UNROLL`` vectors over one CTA's share of a chunk (a pass
+        may span several FIFO slots: NCCL keeps up to 8 steps in flight)."""
+        return max(1, -(-self.share_vec // (self.threads * UNROLL)))
 
     @property
     def pacing_points(self) -> int:
         """K: the passes of one CTA over the whole call, each started on schedule."""
-        return len(self.steps) * self.slices * self.passes_per_slice
+        return len(self.steps) * self.passes_per_step
 
     @property
     def fifo_vec(self) -> int:
@@ -233,13 +235,12 @@ def simulate(plan: PacedPlan, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         hi = min(lo + plan.share_vec, n)
         regs = np.zeros((span, 4), np.uint32)
         for sc, dc, fl in plan.steps:
-            for a in range(lo, max(lo, hi), plan.slot_vec):
-                e = min(a + plan.slot_vec, hi)
-                for base in range(a, e, span):
-                    m = min(span, e - base)
-                    if fl & READ_SRC:
-                        regs[:m] = s_arr[sc * n + base: sc * n + base + m]
-                    # FIFO: written from the registers and read back into them (identity)
-                    if fl & WRITE_DST:
-                        out[dc * n + base: dc * n + base + m] = regs[:m]
+            for base in range(lo, max(lo, hi), span):
+                m = min(span, hi - base)
+                if fl & READ_SRC:
+                    regs[:m] = s_arr[sc * n + base: sc * n + base + m]
+                # FIFO: written from the registers and read back; the output is written
+                # from the registers (the FIFO holds the same values)
+                if fl & WRITE_DST:
+                    out[dc * n + base: dc * n + base + m] = regs[:m]
     return out

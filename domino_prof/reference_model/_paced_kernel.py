@@ -9,7 +9,11 @@ Each CTA is one channel: it runs the ring step table of ``emulation.ring`` over 
 of every chunk, one FIFO slot per slice, and waits before slice k until k / K of the
 modelled time has passed since it started (``%globaltimer``), then to the modelled time.
 The FIFO is written with ``st.volatile`` and read back with ``ld.volatile`` (NCCL's LL
-accesses), so neither is folded away; source and destination use plain 16-byte accesses.
+accesses), so neither is folded away; the reads are folded into a register that is never
+stored, so no output waits for them (the FIFO holds the values the output gets anyway);
+source and destination use plain 16-byte accesses. A pass moves ``threads x 6`` vectors
+of the CTA's share across FIFO slots, as NCCL keeps up to 8 steps in flight (6 vectors
+a thread: the most that stay in 96 registers, the real kernel's count, without spills).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ NAMES = {
 }
 
 SOURCE = r"""
-#define U 4
+#define U 6
 typedef unsigned long long u64;
 
 __device__ __forceinline__ u64 now_ns() {
@@ -50,65 +54,70 @@ __device__ __forceinline__ void paced_body(
   const long long share = (chunk + G - 1) / G;
   const long long lo = b * share;
   const long long hi = (lo + share < chunk) ? lo + share : chunk;
-  long long n_sl = (share + slot - 1) / slot;  // slices per step (one FIFO slot each)
-  if (n_sl < 1) n_sl = 1;
   const long long span = T * U;  // vectors of one pass of the CTA's threads
-  long long pps = ((share < slot ? share : slot) + span - 1) / span;  // passes per slice
+  long long pps = (share + span - 1) / span;  // passes per step
   if (pps < 1) pps = 1;
-  const long long K = (long long)n_steps * n_sl * pps;  // pacing points
+  const long long K = (long long)n_steps * pps;  // pacing points
   uint4* my_fifo = fifo + b * 8 * slot * ff;
   uint4 r[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) { r[u].x = 0u; r[u].y = 0u; r[u].z = 0u; r[u].w = 0u; }
+  unsigned sink = 0u;  // what the FIFO reads returned (kept alive, never written)
 #if PAD > 0
   unsigned pad[PAD];
 #pragma unroll
   for (int i = 0; i < PAD; ++i) pad[i] = (unsigned)tid + 7u * i;
 #endif
   const u64 t0 = now_ns();
-  long long k = 0, slot_i = 0;
+  long long k = 0;
   for (int s = 0; s < n_steps; ++s) {
     const int sc = steps[4 * s], dc = steps[4 * s + 1], fl = steps[4 * s + 2];
-    for (long long j = 0; j < n_sl; ++j, ++slot_i) {
-      const long long a = lo + j * slot;
-      const long long e = (a + slot < hi) ? a + slot : hi;
-      uint4* fs = my_fifo + (slot_i % 8) * slot * ff;
-      for (long long pi = 0; pi < pps; ++pi, ++k) {
-        const u64 due = t0 + (u64)((k * dur) / K);  // pass k of K starts at k/K of dur
-        while (now_ns() < due) {
+    for (long long pi = 0; pi < pps; ++pi, ++k) {
+      const u64 due = t0 + (u64)((k * dur) / K);  // pass k of K starts at k/K of dur
+      while (now_ns() < due) {
 #if PAD > 0
 #pragma unroll
-          for (int i = 0; i < PAD; ++i) pad[i] = pad[i] * 1664525u + 1013904223u;
+        for (int i = 0; i < PAD; ++i) pad[i] = pad[i] * 1664525u + 1013904223u;
 #endif
-        }
-        const long long base = a + pi * span;
-        if (base >= e) continue;
-        if (fl & 1) {
+      }
+      const long long base = lo + pi * span;
+      if (base >= hi) continue;
+      // lane u of this thread: position base + u*T + tid (32-bit offsets from here)
+      const long long b0 = base + tid;
+      const long long lim64 = hi - b0;
+      const int lim = lim64 > 0x7fffffffLL ? 0x7fffffff : (int)lim64;
+      const int iT = (int)T;
+      if (fl & 1) {
+        const uint4* sp = src + sc * chunk + b0;
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const long long pos = base + u * T + tid;
-            if (pos < e) r[u] = src[sc * chunk + pos];
+        for (int u = 0; u < U; ++u)
+          if (u * iT < lim) r[u] = sp[u * iT];
+      }
+      if (fl & 2) {  // a peer's write into this GPU's FIFO, and its read: 8 slots a CTA
+        const int ring = (int)(8 * slot);
+        int f0 = (int)((b0 - lo) % ring);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (u * iT < lim) {
+            int fr = f0 + u * iT;
+            fr = fr >= ring ? fr % ring : fr;
+            for (int q = 0; q < ff; ++q) st_vol(my_fifo + (long long)fr * ff + q, r[u]);
           }
         }
-        if (fl & 2) {
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const long long pos = base + u * T + tid;
-            if (pos < e) for (int q = 0; q < ff; ++q) st_vol(fs + (pos - a) * ff + q, r[u]);
-          }
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const long long pos = base + u * T + tid;
-            if (pos < e) for (int q = 0; q < ff; ++q) r[u] = ld_vol(fs + (pos - a) * ff + q);
+        for (int u = 0; u < U; ++u) {
+          if (u * iT < lim) {
+            int fr = f0 + u * iT;
+            fr = fr >= ring ? fr % ring : fr;
+            for (int q = 0; q < ff; ++q) sink ^= ld_vol(my_fifo + (long long)fr * ff + q).x;
           }
         }
-        if (fl & 4) {
+      }
+      if (fl & 4) {  // the output: the values read (the FIFO's are the same values)
+        uint4* dp = dst + dc * chunk + b0;
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const long long pos = base + u * T + tid;
-            if (pos < e) dst[dc * chunk + pos] = r[u];
-          }
-        }
+        for (int u = 0; u < U; ++u)
+          if (u * iT < lim) dp[u * iT] = r[u];
       }
     }
   }
@@ -120,7 +129,7 @@ __device__ __forceinline__ void paced_body(
 #endif
   }
   if (never) {  // never true: keeps the pad registers (and reserved[]) alive
-    unsigned acc = reserved[0].x;
+    unsigned acc = reserved[0].x ^ sink;
 #if PAD > 0
 #pragma unroll
     for (int i = 0; i < PAD; ++i) acc ^= pad[i];
