@@ -16,9 +16,9 @@ the config's profile (tp2 / tp8), as
 
 * ``burst`` / ``paced``: the stand-ins as a run uses them;
 * ``burst_spin`` / ``paced_spin``: the same launch with no traffic at all (the burst
-  kernel with no copies; the paced kernel with no steps): only the SMs held, as by a
-  real NCCL kernel polling for a late peer, the one real condition the fixture has
-  plenty of samples of.
+  kernel with no copies; the paced kernel with no steps), held 1 ms: only the SMs held,
+  as by a real NCCL kernel polling for a late peer, the one real condition the fixture
+  has plenty of samples of (its waits lasted 0.8-2.7 ms).
 
 Orders: ``comm_first`` (the comm kernel starts, the compute kernel after an offset) and
 ``compute_first`` (the other way round); offsets 2 us and 0.3 x the kernel's alone time.
@@ -60,6 +60,7 @@ CONFIGS = {
 }
 D_MODEL, HEADS, KV_HEADS, HEAD_DIM, FFN = 3072, 24, 8, 128, 8192
 VARIANTS = ("burst", "paced", "burst_spin", "paced_spin")
+SPIN_NS = 1_000_000
 
 
 def _gemm(a, b):
@@ -141,14 +142,17 @@ class Comms:
         self.pp = self.paced._prepare("all_reduce", self.t, self.t)
         self.bp = self.burst._prepare("all_reduce", self.t, self.t)
         assert self.pp.paced is not None, "the paced kernel does not serve the step's shape"
-        # no traffic: the burst kernel with no copies; the paced kernel with no steps
-        self.burst_spin = dataclasses.replace(self.bp.launch, copies=())
+        # no traffic: the burst kernel with no copies; the paced kernel with no steps; both
+        # held SPIN_NS at least, as long as the fixture's NCCL kernels waited for their
+        # late peer (0.8-2.7 ms), so every compute kernel lies under them
+        spin_ns = max(SPIN_NS, self.bp.launch.dur_ns)
+        self.burst_spin = dataclasses.replace(self.bp.launch, copies=(), dur_ns=spin_ns)
         kern = next(iter(self.paced._paced_kernels.values()))
         a = self.pp.paced._args
         self.paced_spin = pk.Launcher(kern, ctas=self.pp.launch.entry.ctas,
                                       fifo_ptr=a[2].value, steps_ptr=a[3].value, n_steps=0,
                                       chunk=a[5].value, slot=a[6].value, ff=a[7].value,
-                                      dur_ns=a[8].value)  # fmt: skip
+                                      dur_ns=spin_ns)  # fmt: skip
         self.dur_ns = self.pp.launch.dur_ns
 
     def launch(self, variant: str) -> object:
@@ -202,7 +206,7 @@ def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    gate_ns = 150_000
+    gate_ns = 1_000_000  # the host queues a repetition's launches well inside it
     comp = torch.cuda.Stream()
     gate = torch.cuda.Stream()
     cfgs = [("alone", "-", 0)]
@@ -247,7 +251,7 @@ def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float
         if k["range"] and "sleep" not in k["name"].lower() and "spin" not in k["name"].lower():
             by_range.setdefault(k["range"], []).append(k)
     # a comm kernel whose launch the trace did not tie to its range: the one nearest in
-    # start to the repetition's compute kernels (repetitions are >= 150 us apart)
+    # start to the repetition's compute kernels (repetitions are >= 1 ms apart)
     loose = sorted((k for k in ks if k["name"].startswith("emulated_") and not k["range"]),
                    key=lambda k: k["start"])  # fmt: skip
     res = {}

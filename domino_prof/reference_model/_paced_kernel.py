@@ -104,13 +104,19 @@ __device__ __forceinline__ void paced_body(
             for (int q = 0; q < ff; ++q) st_vol(my_fifo + (long long)fr * ff + q, r[u]);
           }
         }
+        for (int q = 0; q < ff; ++q) {  // every read issued before any is consumed
+          unsigned got[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (u * iT < lim) {
-            int fr = f0 + u * iT;
-            fr = fr >= ring ? fr % ring : fr;
-            for (int q = 0; q < ff; ++q) sink ^= ld_vol(my_fifo + (long long)fr * ff + q).x;
+          for (int u = 0; u < U; ++u) {
+            got[u] = 0u;
+            if (u * iT < lim) {
+              int fr = f0 + u * iT;
+              fr = fr >= ring ? fr % ring : fr;
+              got[u] = ld_vol(my_fifo + (long long)fr * ff + q).x;
+            }
           }
+#pragma unroll
+          for (int u = 0; u < U; ++u) sink ^= got[u];
         }
       }
       if (fl & 4) {  // the output: the values read (the FIFO's are the same values)
