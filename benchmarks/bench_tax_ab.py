@@ -129,7 +129,7 @@ def shapes(R: int, T: int, dev):
 class Comms:
     """The four comm variants of one config, each launched straight on its own stream."""
 
-    def __init__(self, profile: str, R: int, T: int, dev) -> None:
+    def __init__(self, profile: str, R: int, T: int, dev, ctas: int | None = None) -> None:
         import torch
 
         from domino_prof.reference_model import _paced_kernel as pk
@@ -137,8 +137,8 @@ class Comms:
 
         self._launch_kernel = launch_kernel
         self.t = torch.randn(T, D_MODEL, device=dev, dtype=torch.bfloat16)
-        self.paced = EmulatedComm(profile, size=R, device=dev, kernel="paced")
-        self.burst = EmulatedComm(profile, size=R, device=dev, kernel="burst")
+        self.paced = EmulatedComm(profile, size=R, device=dev, kernel="paced", ctas=ctas)
+        self.burst = EmulatedComm(profile, size=R, device=dev, kernel="burst", ctas=ctas)
         self.pp = self.paced._prepare("all_reduce", self.t, self.t)
         self.bp = self.burst._prepare("all_reduce", self.t, self.t)
         assert self.pp.paced is not None, "the paced kernel does not serve the step's shape"
@@ -201,7 +201,8 @@ def _trace_kernels(path: str) -> list[dict]:
     return out
 
 
-def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float) -> dict:
+def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float,
+              cfgs: list | None = None) -> dict:  # fmt: skip
     """Every (variant, order, offset) of one shape under one profiler session."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -209,11 +210,12 @@ def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float
     gate_ns = 1_000_000  # the host queues a repetition's launches well inside it
     comp = torch.cuda.Stream()
     gate = torch.cuda.Stream()
-    cfgs = [("alone", "-", 0)]
-    for v in VARIANTS:
-        for order in ("comm_first", "compute_first"):
-            for off in (2_000, int(0.3 * alone_us * 1e3)):
-                cfgs.append((v, order, off))
+    if cfgs is None:
+        cfgs = [("alone", "-", 0)]
+        for v in VARIANTS:
+            for order in ("comm_first", "compute_first"):
+                for off in (2_000, int(0.3 * alone_us * 1e3)):
+                    cfgs.append((v, order, off))
     ev = torch.cuda.Event()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for ci, (v, order, off) in enumerate(cfgs):
@@ -275,6 +277,36 @@ def run_shape(label, fn, comms: Comms, *, reps: int, cpn: float, alone_us: float
                                 k["start"] - c["start"]])  # fmt: skip
         res[f"{v}|{order}|{off}"] = samples
     return res
+
+
+def carveout_probe(dev, args, cpn: float) -> dict:
+    """The headline's GEMMs alone and beside the paced stand-in (comm first, 2 us) with
+    torch's SM carveout (cuBLAS targets SMs - CARVEOUT) and CTAS comm CTAs."""
+    import torch
+
+    prof_name, R, T = CONFIGS["headline"]
+    out: dict = {}
+    for pair in args.carveouts.split(","):
+        cv, ctas = (int(x) for x in pair.split(":"))
+        torch._C._set_sm_carveout_experimental(cv if cv else None)
+        comms = Comms(prof_name, R, T, dev, ctas=ctas)
+        res = out[pair] = {"carveout": cv, "ctas": ctas, "comm_model_us": comms.dur_ns / 1e3,
+                           "shapes": {}}  # fmt: skip
+        for label, unit, phase, fn in shapes(R, T, dev):
+            if "attention" in label or unit == "any" or label == "silu gate":
+                continue
+            try:
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                res["shapes"][label] = {"samples": run_shape(
+                    label, fn, comms, reps=args.reps, cpn=cpn, alone_us=0.0,
+                    cfgs=[("alone", "-", 0), ("paced", "comm_first", 2_000)])}  # fmt: skip
+            except Exception:
+                res["shapes"][label] = {"error": traceback.format_exc()}
+        print(f"carveout {pair}: done", flush=True)
+    torch._C._set_sm_carveout_experimental(None)
+    return out
 
 
 def kernel_checks(dev) -> dict:
@@ -355,6 +387,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--configs", default="fixture,headline")
     ap.add_argument("--shapes", default="", help="comma-separated labels (default: all)")
+    ap.add_argument("--carveouts", default="", help="CARVEOUT:CTAS pairs, e.g. 0:24,24:24,8:8")
     args = ap.parse_args()
     import torch
 
@@ -401,6 +434,12 @@ def main() -> int:
             except Exception:
                 cdoc["shapes"][label] = {"error": traceback.format_exc()}
                 print(cdoc["shapes"][label]["error"], flush=True)
+    if args.carveouts:  # issue 34's knobs on the headline GEMMs: SM carveout x comm CTAs
+        try:
+            doc["carveout"] = carveout_probe(dev, args, cpn)
+        except Exception:
+            doc["carveout_error"] = traceback.format_exc()
+            print(doc["carveout_error"], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     data = json.dumps(doc).encode()
     (args.out / "tax_ab_raw.json.gz").write_bytes(gzip.compress(data))
