@@ -1,5 +1,6 @@
-"""The overlap tax weighed by each interval's overlap fraction, the comm stretch and the
-tax against a reference trace's classes (docs/METRICS.md, "Extension: overlap tax").
+"""The overlap tax weighed by each interval's overlap fraction, the comm stretch, the tax
+against a reference trace's classes and the measured "what limits domino" split
+(docs/METRICS.md, "Extension: overlap tax" and "Extension: what limits domino").
 
 Hand-built interval frames (times in ns) whose every expected figure is worked out in
 the comments, and an independent computation on the committed emulated seq-4096 trace:
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from domino_prof.analysis.limits import limits
 from domino_prof.analysis.overlap_tax import (
     ALONE_MIN,
     against,
@@ -232,6 +234,79 @@ def test_comm_against_another_mode_only_where_the_size_is_known():
     # without a size is left out (in another mode one op may move another size)
     assert d["n_classes"] == 1 and d["tax_overlapped_ms_per_step"] == pytest.approx(20e-6)
     assert against(_doc(rows), ref, which="comm_classes")["n_classes"] == 2
+
+
+# ------------------------------------------------------------------ what limits domino
+def _tax_json(n, sum_ns, n_alone, alone_ns, f_sum, key="gemm @ fwd.layer_mlp_N_batch_N"):
+    med = alone_ns / n_alone if n_alone else None
+    return {"n_rank_steps": 1, "tax_ms_per_step": 0.5, "unmeasured_ms_per_step": 1.0,
+            "comm_stretch_ms_per_step": 0.7,
+            "classes": {"keys": [key], "rank": [0], "key": [0], "n": [n], "sum_ns": [sum_ns],
+                        "n_alone": [n_alone], "alone_ns": [alone_ns],
+                        "alone_median_ns": [med], "f_sum": [f_sum]}}  # fmt: skip
+
+
+def _analysis(step_ms, exposed, tax, idle_ms=None):
+    ov = {"whatif": {"overlap_tax": tax}}
+    if idle_ms is not None:
+        ov["launches"] = {"computed": True, "host_bound_device_idle_ms_per_step": idle_ms}
+    return {"ranks": [0], "totals": {"step_ms": step_ms, "exposed_ms_per_step": exposed,
+                                     "n_iterations": 1},
+            "overheads": ov, "by_op": {"rank": [], "op": [], "exposed_ns": []}}  # fmt: skip
+
+
+RUN = {"modes": {"domino": {"step_ms": 110.0}, "nocomm": {"step_ms": 99.0},
+                 "domino-nocomm": {"step_ms": 104.0}}}  # fmt: skip
+
+
+def test_limits_measures_every_part_with_domino_nocomm():
+    # domino: gemm 4 runs, 10 ms in all (2 alone: 4 ms); domino-nocomm: 4 runs, 8 ms, all
+    # alone (mean 2 ms): tax = 10 - 4 x 2 = 2 ms (under comm 6 - 2 x 2 = 2, alone 0).
+    # gap 112 - 100 = 12 = split (106 - 100 = 6) + exposed 3 + tax 2 + host (4.0 - 3.5 =
+    # 0.5) + residual 0.5; |0.5| <= 5% of 12 = 0.6: adds up
+    dom = _analysis(112.0, 3.0, _tax_json(4, 10_000_000, 2, 4_000_000, 1.5), idle_ms=4.0)
+    dnc = _analysis(106.0, 0.0, _tax_json(4, 8_000_000, 4, 8_000_000, 0.0), idle_ms=3.5)
+    noc = _analysis(100.0, 0.0, _tax_json(4, 7_000_000, 4, 7_000_000, 0.0), idle_ms=1.0)
+    d = limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    assert (d["method"], d["split_mode"]) == ("measured", "domino-nocomm")
+    assert d["gap_ms"] == pytest.approx(12.0) and d["split_ms"] == pytest.approx(6.0)
+    assert d["overlap_tax_ms"] == pytest.approx(2.0)
+    assert d["overlap_tax"]["tax_overlapped_ms_per_step"] == pytest.approx(2.0)
+    assert d["overlap_tax"]["tax_alone_ms_per_step"] == pytest.approx(0.0)
+    assert d["host_ms"] == pytest.approx(0.5)
+    assert d["host_idle_ms"] == {"domino": 4.0, "domino-nocomm": 3.5}
+    assert d["residual_ms"] == pytest.approx(0.5) and d["adds_up"] is True
+    assert d["rest_ms"] is None and d["comm_stretch_ms"] == 0.7
+    assert "the split's own cost 6.00 ms" in d["text"]
+    assert "residual 0.50 ms (the parts add up" in d["text"]
+    assert "Comm stretched by compute: 0.70 ms per step" in d["text"]
+    # domino's step 1 ms longer: residual 1.5 > 0.65 (5% of 13): does not add up, shown
+    d = limits(RUN, {"domino": {**dom, "totals": {**dom["totals"], "step_ms": 113.0}},
+                     "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
+    assert d["residual_ms"] == pytest.approx(1.5) and d["adds_up"] is False
+    assert "residual 1.50 ms (the parts do not add up: |residual| > 5% of the gap)" in d["text"]
+    # without domino-nocomm: domino's own tax (0.5) and the rest as a remainder:
+    # 12 - 3 - 0.5 - host (4.0 - 1.0 = 3.0) = 5.5
+    d = limits(RUN, {"domino": dom, "nocomm": noc})
+    assert (d["method"], d["split_ms"], d["residual_ms"]) == ("remainder", None, None)
+    assert d["overlap_tax_ms"] == 0.5 and d["rest_ms"] == pytest.approx(5.5)
+    assert "1.00 ms of overlapped compute unmeasured" in d["text"]
+    assert "a remainder: run domino-nocomm to measure it" in d["text"]
+
+
+def test_report_table_shows_the_measured_parts_and_the_residual():
+    from domino_prof.report.figures import domino_limits
+
+    dom = _analysis(112.0, 3.0, _tax_json(4, 10_000_000, 2, 4_000_000, 1.5), idle_ms=4.0)
+    dnc = _analysis(106.0, 0.0, _tax_json(4, 8_000_000, 4, 8_000_000, 0.0), idle_ms=3.5)
+    noc = _analysis(100.0, 0.0, _tax_json(4, 7_000_000, 4, 7_000_000, 0.0), idle_ms=1.0)
+    sec = domino_limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    rows = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows]
+    assert rows == [("profiled step gap", "12.00 ms"), ("the split's own cost", "6.00 ms"),
+                    ("exposed comm", "3.00 ms"), ("overlap tax", "2.00 ms"),
+                    ("host", "0.50 ms"), ("residual", "0.50 ms"),
+                    ("comm stretched by compute", "0.70 ms")]  # fmt: skip
+    assert "adds up: within 5% of the gap" in sec.body.rows[5][0]
 
 
 # ------------------------------------------- independent check on the committed trace
