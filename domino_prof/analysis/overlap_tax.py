@@ -124,10 +124,12 @@ def _codes(col) -> tuple[np.ndarray, list]:
     return codes.astype(np.int64), list(uniq)
 
 
-def class_keys(cols: Sequence, fmt: Callable[..., str]) -> tuple[np.ndarray, list[str]]:
-    """Each row's class code and the sorted key strings: ``fmt(*values)`` is computed
-    once per distinct tuple of ``cols`` (categoricals by their codes), never per row; a
-    key's code is its place among the sorted keys."""
+def class_keys(cols: Sequence, parts: Sequence[Callable[[object], str]]
+               ) -> tuple[np.ndarray, list[str]]:  # fmt: skip
+    """Each row's class code and the sorted key strings. A key is the concatenation of
+    ``parts[i](value of cols[i])``; each part is computed once per distinct value of its
+    column (categoricals by their codes) and the pieces joined once per distinct tuple,
+    never per row; a key's code is its place among the sorted keys."""
     n = len(cols[0]) if len(cols) else 0
     if n == 0:
         return np.empty(0, np.int64), []
@@ -136,24 +138,40 @@ def class_keys(cols: Sequence, fmt: Callable[..., str]) -> tuple[np.ndarray, lis
     for codes, values in coded:
         combo = combo * np.int64(len(values)) + codes
     tc, tu = pd.factorize(combo)
-    radix = [len(v) for _, v in coded]
-    keys = []
-    for t in tu.tolist():
-        vals = []
-        for r in reversed(radix):
-            vals.append(t % r)
-            t //= r
-        keys.append(fmt(*(coded[i][1][v] for i, v in enumerate(reversed(vals)))))
+    tu = np.asarray(tu, np.int64)
+    columns = []
+    for (_, values), part in zip(reversed(coded), reversed(parts)):  # the last radix first
+        pieces = np.array([part(v) for v in values], dtype=object)
+        columns.append(pieces[tu % len(values)].tolist())
+        tu = tu // len(values)
+    keys = ["".join(p) for p in zip(*reversed(columns))]
     order = sorted(set(keys))
     code_of = {k: i for i, k in enumerate(order)}
     return np.fromiter((code_of[k] for k in keys), np.int64, len(keys))[tc], order
 
 
+def _grid_part(grid) -> str:
+    g = int(grid)
+    return f" [grid {g}]" if g != -1 else ""
+
+
+def _size_part(nelems) -> str:
+    m = int(nelems)
+    return f" [n {m}]" if m != -1 else ""
+
+
+def _op_part(op) -> str:
+    return f" @ {_DIGITS.sub('N', str(op))}"
+
+
+COMPUTE_PARTS = (str, _grid_part, _op_part)  # NAME [grid G] @ OP
+COMM_PARTS = (str, _grid_part, _size_part, _op_part)  # NAME [grid G] [n M] @ OP
+
+
 def compute_key(name, grid, op) -> str:
     """A compute class: ``NAME [grid G] @ OP`` (the op's digits as N; no grid part when
     the kernel has none, ``grid`` -1)."""
-    g = int(grid)
-    return f"{name}{f' [grid {g}]' if g != -1 else ''} @ {_DIGITS.sub('N', str(op))}"
+    return "".join(f(v) for f, v in zip(COMPUTE_PARTS, (name, grid, op)))
 
 
 def comm_key(name, grid, nelems, op) -> str:
@@ -161,9 +179,7 @@ def comm_key(name, grid, nelems, op) -> str:
     has them; the op's digits as N). The op keeps apart collectives of one kernel and
     different sizes where the trace records no size (an emulated trace: the head's small
     all-reduce and the layers' large ones share name and grid)."""
-    g, m = int(grid), int(nelems)
-    return (f"{name}{f' [grid {g}]' if g != -1 else ''}{f' [n {m}]' if m != -1 else ''}"
-            f" @ {_DIGITS.sub('N', str(op))}")
+    return "".join(f(v) for f, v in zip(COMM_PARTS, (name, grid, nelems, op)))
 
 
 def _int_col(df: pd.DataFrame, name: str) -> np.ndarray:
@@ -236,7 +252,7 @@ def tax_part(intervals: pd.DataFrame, *, mode: str,
     if mode == "cpu":  # leaf ops per thread (an op's nested ops are its time)
         thr = tuple_ids(*(c[k].to_numpy(np.int64) for k in ("rank", "device", "stream")))
         keep &= leaf_ops(thr, start[comp], dur[comp])
-    ck, ckeys = class_keys([c["name"], _int_col(c, "grid"), c["op"]], compute_key)
+    ck, ckeys = class_keys([c["name"], _int_col(c, "grid"), c["op"]], COMPUTE_PARTS)
     compute = class_table(c["rank"].to_numpy(np.int64)[keep], ck[keep], ckeys,
                           dur[comp][keep], f[keep])  # fmt: skip
     # comm: g = its share under the compute reference
@@ -247,7 +263,7 @@ def tax_part(intervals: pd.DataFrame, *, mode: str,
     g = _fraction(np.asarray(cover, np.int64), dur[comm])
     mkeep = in_step[comm] & (dur[comm] > 0)
     mk, mkeys = class_keys([m["name"], _int_col(m, "grid"), _int_col(m, "msg_nelems"),
-                            m["op"]], comm_key)  # fmt: skip
+                            m["op"]], COMM_PARTS)  # fmt: skip
     comms = class_table(m["rank"].to_numpy(np.int64)[mkeep], mk[mkeep], mkeys,
                         dur[comm][mkeep], g[mkeep])  # fmt: skip
     return TaxPart(compute, comms)
