@@ -285,6 +285,14 @@ def test_limits_measures_every_part_with_domino_nocomm():
                      "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
     assert d["residual_ms"] == pytest.approx(1.5) and d["adds_up"] is False
     assert "residual 1.50 ms (the parts do not add up: |residual| > 5% of the gap)" in d["text"]
+    # domino-nocomm's document without class rows (analysed before issue 33): tax not
+    # measured, the residual 12 - (6 + 3 + 0.5) = 2.5 holds it, adds_up unknown
+    old = {**dnc, "overheads": {**dnc["overheads"], "whatif": {"overlap_tax": {}}}}
+    d = limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": old})
+    assert (d["overlap_tax_ms"], d["adds_up"]) == (None, None)
+    assert d["residual_ms"] == pytest.approx(2.5)
+    assert "overlap tax not measured (an analysis without class rows" in d["text"]
+    assert "whether the parts add up is not known" in d["text"]
     # without domino-nocomm: domino's own tax (0.5) and the rest as a remainder:
     # 12 - 3 - 0.5 - host (4.0 - 1.0 = 3.0) = 5.5
     d = limits(RUN, {"domino": dom, "nocomm": noc})

@@ -162,7 +162,8 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "host_idle_ms": {mode: ha, split_mode: hs},
             "split_ms": split,
             "residual_ms": residual,
-            "adds_up": bool(abs(residual) <= ADDS_UP_SHARE * abs(gap)),
+            # unknown while the tax is not measured (the residual holds it)
+            "adds_up": None if tax is None else bool(abs(residual) <= ADDS_UP_SHARE * abs(gap)),
             "rest_ms": None,
         })  # fmt: skip
         others = [exposed, tax or 0.0, split]
@@ -218,7 +219,8 @@ def limits_text(d: Mapping) -> str:
     tax = d.get("overlap_tax") or {}
     if d["overlap_tax_ms"] is None:
         parts.append("overlap tax not measured" + (
-            f" ({split_mode}'s analysis has no class rows: re-analyse the run)"
+            " (an analysis without class rows, from before issue 33: "
+            "domino-prof run --reanalyze)"
             if split_mode else ""))  # fmt: skip
     elif split_mode:
         parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms ({mode}'s compute against "
@@ -234,7 +236,10 @@ def limits_text(d: Mapping) -> str:
     if d.get("host_ms") is not None:
         parts.append(f"host {d['host_ms']:.2f} ms (the device idle waiting for launches, "
                      f"beyond {split_mode or bound}'s)")  # fmt: skip
-    if split_mode:
+    if split_mode and d["adds_up"] is None:
+        parts.append(f"residual {d['residual_ms']:.2f} ms (it holds the unmeasured tax: "
+                     "whether the parts add up is not known)")  # fmt: skip
+    elif split_mode:
         word = "the parts add up" if d["adds_up"] else "the parts do not add up"
         parts.append(f"residual {d['residual_ms']:.2f} ms ({word}: |residual| "
                      f"{'<=' if d['adds_up'] else '>'} {100 * ADDS_UP_SHARE:.0f}% of the gap)")

@@ -884,8 +884,10 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> 
         rows.append([f"host (device idle waiting for launches, beyond {split_mode or 'nocomm'}'s)",
                      fmt(d["host_ms"], ".2f", " ms")])  # fmt: skip
     if split_mode:
-        word = "adds up: within" if d["adds_up"] else "does not add up: beyond"
-        rows.append([f"residual (gap − the parts; {word} 5% of the gap)",
+        word = ("tax not measured" if d["adds_up"] is None
+                else "adds up: within 5% of the gap" if d["adds_up"]
+                else "does not add up: beyond 5% of the gap")  # fmt: skip
+        rows.append([f"residual (gap − the parts; {word})",
                      fmt(d["residual_ms"], ".2f", " ms")])  # fmt: skip
     else:
         rows.append(["the rest (split's own cost; a remainder)", fmt(d["rest_ms"], ".2f", " ms")])
