@@ -13,8 +13,8 @@ as ``DominoProfError`` before any row, or a figure that is n/a).
 
 Which modes of a run directory are gated: ``mode`` picks one; without it every mode
 that overlaps comm by design (``domino``, ``domino-sp``: run.json's ``overlap``), since
-tp and sp wait for each collective (0 % hidden is right for them) and nocomm has no
-comm. A baseline holds one mode's figures, so ``baseline`` gates one mode: ``mode``,
+tp and sp wait for each collective (0 % hidden is right for them) and nocomm and
+domino-nocomm have no comm. A baseline holds one mode's figures, so ``baseline`` gates one mode: ``mode``,
 else the mode the baseline was made from (``run_mode``), else ``domino``.
 """
 
@@ -263,7 +263,8 @@ def _speedup_check(path: str | os.PathLike, *, mode: str | None, min_speedup: fl
 
 def speedup_result(run: Run, mode: str, limit: float) -> RuleResult:
     """``check --min-speedup X`` for one mode: its speedup over its synchronous
-    counterpart (``rundata.BASE_MODE``: domino vs tp, domino-sp vs sp; sp and nocomm vs tp),
+    counterpart (``rundata.BASE_MODE``: domino vs tp, domino-sp vs sp; sp and nocomm vs tp;
+    domino-nocomm vs nocomm),
     the median of the paired block ratios (``rundata.mode_ratio``). It passes only when
     the 95% interval's lower bound is >= X, so a speedup within noise does not pass; a
     run without the counterpart or without an interval (fewer than 6 blocks, a

@@ -46,7 +46,8 @@ def step_estimate(entry: dict) -> Estimate | None:
 # each overlapped schedule against the synchronous one it replaces: the run's verdict
 # (report title, CLI line, `check --min-speedup`)
 VERDICT_PAIRS = (("domino", "tp"), ("domino-sp", "sp"))
-BASE_MODE = {"domino": "tp", "domino-sp": "sp", "sp": "tp", "nocomm": "tp"}
+BASE_MODE = {"domino": "tp", "domino-sp": "sp", "sp": "tp", "nocomm": "tp",
+             "domino-nocomm": "nocomm"}  # the split's cost: nocomm / domino-nocomm
 
 
 def verdicts(modes: dict) -> list[dict]:

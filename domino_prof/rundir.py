@@ -49,13 +49,13 @@ class Run:
     def overlaps(self, mode: str) -> bool:
         """Whether the mode overlaps comm with compute by design (micro-batched, async
         collectives: domino, domino-sp). tp and sp wait for every collective at once
-        (0 % hidden is right for them) and nocomm has no comm."""
+        (0 % hidden is right for them) and nocomm and domino-nocomm have no comm."""
         flag = self.entry(mode).get("overlap")
         if isinstance(flag, bool):
             return flag
         from domino_prof.reference_model import modes  # (imported here: start-up)
 
-        return bool(getattr(modes.MODES.get(mode), "micro_batched", False))
+        return bool(getattr(modes.MODES.get(mode), "overlaps", False))
 
     def comparison(self, mode: str) -> dict | None:
         """The mode's row of the comparison table (timed step, speedups)."""
@@ -164,8 +164,8 @@ class Target:
             which = ", ".join(f"'{m}'" for m in chosen)
             note = (
                 f"{verb} mode{s} {which} of {where}: the mode{s} that overlap comm by "
-                f"design (not {rest}: tp and sp wait for every collective, nocomm has "
-                f"none; {opt('mode')} NAME picks one)"
+                f"design (not {rest}: tp and sp wait for every collective, nocomm and "
+                f"domino-nocomm have none; {opt('mode')} NAME picks one)"
             )
             return chosen, [note]
         if PRIMARY_MODE in names:

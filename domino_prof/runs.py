@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from domino_prof import engine
 from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
-from domino_prof.reference_model.config import OVERLAP_MODES, RunConfig, comm_info
+from domino_prof.reference_model import modes as mode_registry
+from domino_prof.reference_model.config import RunConfig, comm_info
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -89,6 +90,21 @@ def write_run(directory: str | os.PathLike, doc: dict) -> Path:
     return atomic_write_json(Path(directory) / RUN_JSON, doc)
 
 
+def _overlaps(mode: str) -> bool:
+    """run.json's ``overlap``: the mode overlaps comm with compute by design (micro-batched
+    and communicating: domino, domino-sp; not domino-nocomm, which skips its comm)."""
+    m = mode_registry.MODES.get(mode)
+    return bool(m is not None and m.overlaps)
+
+
+def _numerics(mode: str, r: dict) -> None:
+    """A mode that skips every collective computes meaningless losses: run.json says so
+    for each such mode (the ranks' word, ``train._numerics``, names nocomm only)."""
+    m = mode_registry.MODES.get(mode)
+    if m is not None and m.skips_comm and r.get("numerics", "exact") == "exact":
+        r["numerics"] = "meaningless (collectives skipped)"
+
+
 # --------------------------------------------------------------------------- assembly
 def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     """Write run.json (and per-mode analysis.json / report.html when the trace engine
@@ -99,7 +115,8 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     res = json.loads(res_path.read_text())
     modes = res["results"]
     for mode, r in modes.items():
-        r["overlap"] = mode in OVERLAP_MODES
+        r["overlap"] = _overlaps(mode)
+        _numerics(mode, r)
     run = {
         "schema": RUN_SCHEMA,
         "version": RUN_VERSION,
@@ -458,7 +475,7 @@ def _finish(out: Path) -> dict:
         "comm": _comm_block(cfg),
         "attention": None,
         "modes": {
-            m: {"trace_dir": m, "overlap": m in OVERLAP_MODES, "step_ms": None,
+            m: {"trace_dir": m, "overlap": _overlaps(m), "step_ms": None,
                 "step_times_ms": [], "tokens_per_s": None, "losses": []}
             for m in done
         },  # fmt: skip

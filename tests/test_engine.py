@@ -256,7 +256,7 @@ def test_overlap_tax_is_given_without_the_replay(tmp_path, monkeypatch):
     over, replayed = docs[2605]["overheads"]["whatif"], docs[2606]["overheads"]["whatif"]
     assert over["computed"] is False and replayed["computed"] is True
     assert over["overlap_tax"] == replayed["overlap_tax"]
-    assert over["overlap_tax"]["n_groups"] > 0  # domino's rank 0 overlaps compute and comm
+    assert over["overlap_tax"]["n_classes"] > 0  # domino's rank 0 overlaps compute and comm
     lines = whatif_renderables(docs[2605]["overheads"])
     assert len(lines) == 1 and lines[0].startswith("overlap tax: compute runs ")
 

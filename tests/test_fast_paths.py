@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from domino_prof.analysis import replay
-from domino_prof.analysis.overlap_tax import _per_pair
+from domino_prof.analysis.overlap_tax import COMPUTE_PARTS, class_keys, compute_key
 
 
 def _inferred_waits_loop(late, dev, dl, d_s, d_e, prev_end):
@@ -58,21 +58,22 @@ def test_api_names_equal_the_per_row_regex():
     assert replay._api(np.array([], dtype=object)).tolist() == []
 
 
-def test_per_pair_equals_the_per_row_string_work():
+def test_class_keys_equal_the_per_row_key():
+    """overlap_tax.class_keys formats each part once per distinct value and joins them
+    once per distinct (name, grid, op) — from a categorical's codes where it can — and
+    must give every row the key the per-row ``compute_key`` gives it, codes in sorted key
+    order (missing names read "nan")."""
     rng = np.random.default_rng(0)
-    pool_a = ["gemm", "nccl", "a1", None]
-    pool_b = ["aten::mm 3", "op12x4", "(none)", None]
-    a = pd.Series(rng.choice(np.array(pool_a, dtype=object), 500)).astype(str)
-    b = pd.Series(rng.choice(np.array(pool_b, dtype=object), 500)).astype(str)
-
-    def fn(x, y):
-        return x + " @ " + y.str.replace(r"\d+", "N", regex=True)
-
-    want = fn(a, b).to_numpy(dtype=object)
-    got = _per_pair(a, b, fn).to_numpy(dtype=object)
-    assert pd.isna(got).tolist() == pd.isna(want).tolist()
-    assert [x for x in got if not pd.isna(x)] == [x for x in want if not pd.isna(x)]
-    assert len(_per_pair(a[:0], b[:0], fn)) == 0
+    names = rng.choice(np.array(["gemm", "nccl", "a1", None], dtype=object), 500)
+    ops = rng.choice(np.array(["aten::mm 3", "op12x4", "(none)", "fwd.layer_attn_12"]), 500)
+    grid = rng.choice(np.array([-1, 4, 128]), 500)
+    want = [compute_key("nan" if n is None else n, g, o) for n, g, o in zip(names, grid, ops)]
+    for name_col in (pd.Series(names).astype("category"), pd.Series(names).astype(str)):
+        codes, keys = class_keys([name_col, grid, pd.Series(ops).astype("category")],
+                                 COMPUTE_PARTS)  # fmt: skip
+        assert keys == sorted(set(want))
+        assert [keys[c] for c in codes] == want
+    assert class_keys([np.array([]), np.array([]), np.array([])], COMPUTE_PARTS)[1] == []
 
 
 def _handoffs_loop(cand_d, cand_lo, hl, h_s, h_e):

@@ -2,7 +2,7 @@
 ``--mode``), the same shared options and ``-o/--output``; ``--version``; help that
 reads whole at 80 columns.
 
-The run directory here has all five modes of `domino-prof run --mode all`, built from
+The run directory here has all six modes of `domino-prof run --mode all`, built from
 the hand-worked traces of tests/test_check_cli.py (per rank, two steps; a = start of
 the forward comm; hidden % = 2·(40 - a)/60 per rank for a <= 30):
 
@@ -10,6 +10,7 @@ the forward comm; hidden % = 2·(40 - a)/60 per rank for a <= 30):
     tp         30, 30          33.333, 33.333
     nocomm     no comm         n/a
     domino     20, 22          66.667, 60.000
+    domino-nocomm  no comm     n/a
     sp         30, 30          33.333, 33.333
     domino-sp  20, 20          66.667, 66.667
 """
@@ -27,12 +28,13 @@ from test_check_cli import invoke, table_rows, write_traces
 
 from domino_prof.cli import app
 
-MODES = {"tp": [30, 30], "nocomm": [None, None], "domino": [20, 22], "sp": [30, 30],
-         "domino-sp": [20, 20]}  # fmt: skip
+MODES = {"tp": [30, 30], "nocomm": [None, None], "domino": [20, 22],
+         "domino-nocomm": [None, None], "sp": [30, 30], "domino-sp": [20, 20]}  # fmt: skip
 
 
 def write_run(d: Path, modes: dict[str, list], **entry) -> Path:
-    step = {"tp": 2.0, "nocomm": 1.0, "domino": 1.6, "sp": 2.0, "domino-sp": 1.7}
+    step = {"tp": 2.0, "nocomm": 1.0, "domino": 1.6, "domino-nocomm": 1.2, "sp": 2.0,
+            "domino-sp": 1.7}  # fmt: skip
     return write_run_dir(
         d,
         {m: {"step_ms": step.get(m, 1.0), **entry} for m in modes},
@@ -82,7 +84,7 @@ def test_check_of_a_run_dir_gates_the_modes_that_overlap(run):
     r = invoke(["check", run, "--min-hidden", 50])
     assert r.exit_code == 0, r.output
     assert "checking modes 'domino', 'domino-sp'" in r.stderr
-    assert "not tp, nocomm, sp" in r.stderr
+    assert "not tp, nocomm, domino-nocomm, sp" in r.stderr  # domino-nocomm skips its comm
     rows = [ln.split() for ln in r.stdout.splitlines()[2:6]]
     assert [(x[0], x[1], x[2], x[3]) for x in rows] == [
         ("domino", "min-hidden", "0", "66.67%"), ("domino", "min-hidden", "1", "60.00%"),
@@ -94,8 +96,9 @@ def test_check_of_a_run_dir_gates_the_modes_that_overlap(run):
     r = invoke(["check", run, "--mode", "tp", "--min-hidden", 30])  # any mode, by name
     assert r.exit_code == 0 and table_rows(r.stdout) == [
         ("min-hidden", 0, "pass"), ("min-hidden", 1, "pass")]  # fmt: skip
-    r = invoke(["check", run, "--mode", "nocomm", "--min-hidden", 30])  # no comm: exit 2
-    assert r.exit_code == 2 and "no comm kernels" in r.stderr
+    for mode in ("nocomm", "domino-nocomm"):  # no comm: exit 2
+        r = invoke(["check", run, "--mode", mode, "--min-hidden", 30])
+        assert r.exit_code == 2 and "no comm kernels" in r.stderr
 
 
 def test_run_json_overlap_flag_decides_what_check_gates(tmp_path):

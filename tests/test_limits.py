@@ -1,6 +1,8 @@
-"""analysis.limits: the profiled step gap of domino to nocomm split into exposed comm,
-overlap tax and the rest (docs/METRICS.md, Extension: what limits domino). Hand-worked
-documents: every expected number below is worked out in its comment."""
+"""analysis.limits without domino-nocomm (the remainder method): the profiled step gap of
+domino to nocomm split into exposed comm, overlap tax, host and the rest (docs/METRICS.md,
+Extension: what limits domino; the measured method, with domino-nocomm, is checked in
+tests/test_overlap_tax_fraction.py). Hand-worked documents: every expected number below
+is worked out in its comment."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ def test_gap_splits_into_exposed_tax_and_rest():
              "exposed_ns": [4_000_000, 2_000_000, 2_000_000, 9_000_000, 400_000]}  # fmt: skip
     d = limits(RUN, {"domino": doc(112.0, 3.0, 1.5, by_op), "nocomm": doc(100.0, 0.0, None)})
     # gap 112 - 100 = 12 = exposed 3 + tax 1.5 + rest 7.5
+    assert (d["method"], d["split_mode"], d["residual_ms"], d["adds_up"]) == (
+        "remainder", None, None, None)
     assert d["gap_ms"] == pytest.approx(12.0)
     assert (d["exposed_comm_ms"], d["overlap_tax_ms"]) == (3.0, 1.5)
     assert d["rest_ms"] == pytest.approx(7.5)

@@ -48,25 +48,35 @@ def test_tax_compares_each_shape_with_itself(tmp_path):
     _, iv = load(tmp_path, rank_with_two_shapes())
     part = tax_part(iv, mode="gpu")
     doc = overlap_tax([part], n_rank_steps=1, hidden_ns=None)
-    # grid 4: 3 overlapped x (13 - 10) = 9 µs; grid 16 has no overlapped kernel (no group).
+    # grid 4: baseline = median of the three alone 10 µs runs = 10; the three 13 µs runs
+    # lie wholly under the all-reduce [95, 160] (f = 1): tax 3 x (13 - 10) = 9 µs,
+    # slowdown 1 + 9 / (3 x 1 x 10) = 1.3. Grid 16 has no overlapped kernel (no class).
     # Without the grid, the two 40 µs GEMMs would join the "alone" population:
-    # mean alone (3*10 + 2*40) / 5 = 22 > 13, a tax of 3 x (13 - 22) = -27 µs.
-    assert doc["n_groups"] == 1
+    # median alone of 10, 10, 10, 40, 40 is still 10, but its mean 22 > 13 gave the old
+    # mean-based tax 3 x (13 - 22) = -27 µs.
+    assert (doc["n_classes"], doc["n_measured"]) == (1, 1)
     assert doc["tax_ms_per_step"] == pytest.approx(0.009)
-    assert "[grid 4]" in doc["top"][0]["key"]
+    top = doc["top"][0]
+    assert "[grid 4]" in top["key"] and top["baseline_ns"] == 10_000
+    assert top["slowdown"] == pytest.approx(1.3) and top["mean_f"] == 1.0
 
 
 def _general(iv):
-    """The same intervals with name and op as plain strings: tax_part's general (string
-    group-by) path, the reference the categorical fast path must equal."""
+    """The same intervals with name and op as plain strings: class keys by factorizing
+    the strings instead of the categoricals' codes; the classes must be the same."""
     return iv.assign(name=iv["name"].astype(str).astype(object),
                      op=iv["op"].astype(str).astype(object))  # fmt: skip
 
 
-@pytest.mark.parametrize("fixture", ["h200_llama3_3b_2layers_tp2/domino", "h200_two_stream"])
-def test_fast_groups_equal_the_general_path_on_real_traces(fixture):
+def _same(a, b):
     import pandas as pd
 
+    pd.testing.assert_frame_equal(a.compute, b.compute)
+    pd.testing.assert_frame_equal(a.comm, b.comm)
+
+
+@pytest.mark.parametrize("fixture", ["h200_llama3_3b_2layers_tp2/domino", "h200_two_stream"])
+def test_categorical_keys_equal_string_keys_on_real_traces(fixture):
     from domino_prof.analysis.classify import classify
     from domino_prof.analysis.config import AnalysisConfig
     from domino_prof.trace import load_trace
@@ -74,12 +84,13 @@ def test_fast_groups_equal_the_general_path_on_real_traces(fixture):
     trace = load_trace(Path(__file__).parent / "data" / fixture)
     iv = classify(trace, AnalysisConfig(), mode="gpu").intervals
     fast = tax_part(iv, mode="gpu")
-    assert len(fast) >= 8  # groups of every rank
-    assert (fast["n_overlapped"].sum() > 0) == ("domino" in fixture)  # two_stream: none
-    pd.testing.assert_frame_equal(fast, tax_part(_general(iv), mode="gpu"))
+    assert len(fast.compute) >= 8  # classes of every rank
+    overlapped = (fast.compute["n"] - fast.compute["n_alone"]).sum()
+    assert (overlapped > 0) == ("domino" in fixture)  # two_stream: none
+    _same(fast, tax_part(_general(iv), mode="gpu"))
 
 
-def test_fast_groups_equal_the_general_path_on_random_intervals():
+def test_categorical_keys_equal_string_keys_on_random_intervals():
     """Random intervals on 3 ranks x 2 devices: names and ops with digits (ops that
     differ only in digits share a key), grids with -1, comm on other streams."""
     import numpy as np
@@ -92,28 +103,24 @@ def test_fast_groups_equal_the_general_path_on_random_intervals():
     names = [f"k{i}_sm90" for i in range(7)] + ["gemm", "nccl_x"]
     ops = ["(none)", "fwd.layer_attn_0_batch_0", "fwd.layer_attn_12_batch_1",
            "bwd.layer_mlp_3_batch_0", "opt.step"]  # fmt: skip
+    end = start + rng.integers(0, 5000, n)
     iv = pd.DataFrame({
         "rank": rng.integers(0, 3, n).astype(np.int64),
         "device": rng.integers(0, 2, n).astype(np.int64),
         "stream": rng.integers(7, 10, n).astype(np.int64),
         "start": start.astype(np.int64),
-        "end": (start + rng.integers(0, 5000, n)).astype(np.int64),
+        "end": end.astype(np.int64),
         "kind": pd.Categorical(kind, categories=["compute", "comm", "memory"]),
         "name": pd.Categorical(rng.choice(names, n)),
         "op": pd.Categorical(rng.choice(ops, n)),
         "grid": rng.choice([-1, 1, 4, 128, 4096], n).astype(np.int64),
     })  # fmt: skip
     fast = tax_part(iv, mode="gpu")
-    general = tax_part(_general(iv), mode="gpu")
-    pd.testing.assert_frame_equal(fast, general)
-    # the two paths were taken: categorical name/op -> the fast one; strings -> not
-    from domino_prof.analysis.overlap_tax import _gpu_groups, overlapped_mask
-
-    comp, ov = overlapped_mask(iv)
-    dur = (iv["end"] - iv["start"]).to_numpy()[comp]
-    pd.testing.assert_frame_equal(_gpu_groups(iv.loc[comp], ov, dur), fast)
-    assert _gpu_groups(_general(iv).loc[comp], ov, dur) is None
+    _same(fast, tax_part(_general(iv), mode="gpu"))
     # ops differing only in digits share a key: fewer keys than (name, grid, op) triples
-    assert fast["key"].str.contains(" @ fwd.layer_attn_N_batch_N").any()
-    n_compute = int((kind == "compute").sum())
-    assert int(fast[["n_overlapped", "n_alone"]].to_numpy().sum()) == n_compute
+    assert fast.compute["key"].str.contains(" @ fwd.layer_attn_N_batch_N").any()
+    # every compute interval with a duration is in one class (no iteration column: all
+    # count as in steps), every comm one likewise
+    has = end > start
+    assert int(fast.compute["n"].sum()) == int(((kind == "compute") & has).sum())
+    assert int(fast.comm["n"].sum()) == int(((kind == "comm") & has).sum())

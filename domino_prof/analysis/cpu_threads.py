@@ -82,9 +82,12 @@ def why_text(b: dict, tax: dict | None) -> str:
             "compare that peak with os.cpu_count() of the machine that ran it"
         )
     t = (tax or {}).get("tax_ms_per_step")
-    if t is not None and (tax or {}).get("n_groups"):
+    if t is not None and (tax or {}).get("n_measured"):
+        un = tax.get("unmeasured_ms_per_step")
         parts.append(
             f"compute ops ran {t:.3f} ms per step slower while a gloo thread was busy "
-            f"(overlap tax; net hidden {tax.get('net_hidden_ms_per_step') or 0:.3f} ms per step)"
+            f"(overlap tax against their own runs with no gloo thread busy"
+            + (f"; {un:.3f} ms per step of overlapped ops unmeasured, no such run" if un else "")
+            + f"; net hidden {tax.get('net_hidden_ms_per_step') or 0:.3f} ms per step)"
         )
     return "; ".join(parts) + "."

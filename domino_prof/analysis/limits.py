@@ -1,20 +1,34 @@
 """What keeps an overlapped mode from its comm-free bound, in one run (docs/METRICS.md,
 "Extension: what limits domino").
 
-A run of ``--mode all`` holds ``domino`` and ``nocomm`` (the tp schedule with every
-collective skipped: the step with no comm at all) on the same machine and config. The
-profiled step of domino exceeds nocomm's by ``gap``; this module splits that gap into
+A run of ``--mode all`` holds ``domino``, ``nocomm`` (the tp schedule with every
+collective skipped: the step with no comm at all) and ``domino-nocomm`` (domino's
+micro-batch split with every collective skipped: the split's own cost) on the same
+machine and config. The profiled step of domino exceeds nocomm's by ``gap``. With
+domino-nocomm in the run every part of that gap is **measured**:
 
+* **split** — domino-nocomm's profiled step − nocomm's: smaller, more numerous kernels;
 * **exposed comm** — domino's comm not under compute, per rank and step
   (``totals.exposed_ms_per_step``), with the (layer, sub-layer, micro-batch) ranges that
   expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``);
-* **overlap tax** — compute slowed by the comm it hides (``overheads.whatif.overlap_tax``:
-  ``tax_ms_per_step``), when the analysis could measure it;
-* **host** — the device idle waiting for the host's launches, beyond the bound's
-  (``launches.host_bound_device_idle_ms_per_step`` of the mode minus the bound's), when
-  both analyses measured it (CUDA traces; a CPU trace has no launches);
-* **the rest** — gap − exposed − tax − host: what the split itself costs (each
-  micro-batch's kernels are smaller and more numerous) and the remainder.
+* **overlap tax** — domino's compute against domino-nocomm's, class by class
+  (``overlap_tax.against``: Σ over every compute interval of ``dur`` − the mean of the
+  class in domino-nocomm, where no comm runs), so it is domino's compute time per step
+  minus domino-nocomm's over the classes both have;
+* **host** — the device idle waiting for the host's launches, beyond domino-nocomm's
+  (``launches.host_bound_device_idle_ms_per_step``), when both analyses measured it (CUDA
+  traces; a CPU trace has no launches);
+
+and the **residual** = gap − (split + exposed + tax + host) is printed beside them;
+``adds_up`` when |residual| <= :data:`ADDS_UP_SHARE` of the gap. Comm stretched by compute
+(``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
+already exposed comm, its hidden share costs no step time by itself.
+
+Without domino-nocomm (a run from before it, or ``--mode`` without it) the gap splits as
+before: exposed comm, domino's own overlap tax (against its own alone intervals; classes
+without alone ones are unmeasured), host beyond nocomm's, and **the rest** = gap − exposed
+− tax − host, labelled as a remainder: it carries the split's cost and the error of both
+profiled steps.
 
 When host is the largest part, the text leads with it and points to ``--cuda-graphs``.
 It gives no predicted graphs step: the what-if replay's ``cuda_graphs`` scenario of a
@@ -23,11 +37,10 @@ H200, 2026-12-02: 100.1 ms predicted for domino from the eager trace, 83.8 ms ti
 ``--cuda-graphs``; tp's 94.9 against 97.4), so domino / tp came out 0.95 instead of 1.16.
 The replay keeps the eager trace's cross-stream order, which the slow host had set.
 
-All four parts are per profiled step (the same profiler overhead on both sides); the timed
-steps' ratio is shown beside them, since that is what the verdict compares. The rest is a
-difference, so it carries the error of both profiled steps: it is printed, never hidden,
-and labelled as a remainder. Torch-free; reads ``Analysis`` objects or their JSON
-documents alike.
+Every part is per profiled step (the same profiler overhead on every side); the timed
+steps' ratio is shown beside them, since that is what the verdict compares. Torch-free;
+reads ``Analysis`` objects or their JSON documents alike (the tax against domino-nocomm
+comes from the class rows both documents keep: ``overlap_tax.classes``).
 """
 
 from __future__ import annotations
@@ -39,8 +52,11 @@ from typing import Any
 import pandas as pd
 
 from domino_prof.analysis.document import table
+from domino_prof.analysis.overlap_tax import against
 
 LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
+ADDS_UP_SHARE = 0.05  # the parts add up when |residual| <= this share of the gap
+SPLIT_MODE = "domino-nocomm"
 
 
 def _get(a: Any, key: str) -> Any:
@@ -87,71 +103,167 @@ def _host_idle_ms(a: Any) -> float | None:
     return None if v is None else float(v)
 
 
+def _step(a: Any) -> float | None:
+    v = (_get(a, "totals") or {}).get("step_ms") if a is not None else None
+    return None if v is None else float(v)
+
+
+def _tax_doc(a: Any) -> Mapping:
+    return _whatif(a).get("overlap_tax") or {}
+
+
+def _f(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
 def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
-           bound: str = "nocomm") -> dict | None:  # fmt: skip
+           bound: str = "nocomm", split_mode: str = SPLIT_MODE) -> dict | None:  # fmt: skip
     """The split of ``mode``'s profiled step gap to ``bound`` (see the module doc), or None
-    when the run lacks either analysis or a profiled step."""
+    when the run lacks either analysis or a profiled step. Measured when ``split_mode``
+    (domino-nocomm) has a profiled step, else with the rest as a remainder."""
     a, b = analyses.get(mode), analyses.get(bound)
-    if a is None or b is None:
-        return None
-    ta, tb = _get(a, "totals") or {}, _get(b, "totals") or {}
-    sa, sb = ta.get("step_ms"), tb.get("step_ms")
+    sa, sb = _step(a), _step(b)
     if sa is None or sb is None:
         return None
-    gap = float(sa) - float(sb)
-    exposed = float(ta.get("exposed_ms_per_step") or 0.0)
-    tax_doc = _whatif(a).get("overlap_tax") or {}
-    tax = tax_doc.get("tax_ms_per_step")
-    tax = None if tax is None else float(tax)
+    s = analyses.get(split_mode)
+    ss = _step(s)
+    measured = ss is not None
+    gap = sa - sb
+    exposed = float((_get(a, "totals") or {}).get("exposed_ms_per_step") or 0.0)
+    own = _tax_doc(a)
     ha, hb = _host_idle_ms(a), _host_idle_ms(b)
-    host = None if ha is None or hb is None else ha - hb
-    rest = gap - exposed - (tax or 0.0) - (host or 0.0)
-    host_limit = host is not None and host > max(exposed, tax or 0.0, rest)
+    tp_tax = _tax_doc(analyses.get("tp")) if analyses.get("tp") is not None else None
+    vs_tp = against(own, tp_tax, which="comm_classes", sized_only=True) if tp_tax else None
     modes = run.get("modes") or {}
     ma, mb = (modes.get(mode) or {}).get("step_ms"), (modes.get(bound) or {}).get("step_ms")
-    out = {
+    out: dict[str, Any] = {
         "mode": mode,
         "bound": bound,
-        "profiled_step_ms": {mode: float(sa), bound: float(sb)},
+        "split_mode": split_mode if measured else None,
+        "method": "measured" if measured else "remainder",
+        "profiled_step_ms": {mode: sa, bound: sb, **({split_mode: ss} if measured else {})},
         "gap_ms": gap,
         "exposed_comm_ms": exposed,
-        "overlap_tax_ms": tax,
-        "host_ms": host,
-        "host_idle_ms": {mode: ha, bound: hb},
-        "host_is_the_limit": host_limit,
-        "rest_ms": rest,
+    }
+    if measured:
+        ref = against(own, _tax_doc(s))
+        tax = None if ref is None else ref["tax_ms_per_step"]
+        hs = _host_idle_ms(s)
+        host = None if ha is None or hs is None else ha - hs
+        split = ss - sb
+        residual = gap - (split + exposed + (tax or 0.0) + (host or 0.0))
+        out.update({
+            "overlap_tax_ms": tax,
+            "overlap_tax": None if ref is None else {
+                k: ref[k] for k in ("baseline", "n_classes", "tax_overlapped_ms_per_step",
+                                    "tax_alone_ms_per_step", "slowdown", "time_ms_per_step",
+                                    "unmatched_ms_per_step", "count_ms_per_step")},
+            "host_ms": host,
+            "host_idle_ms": {mode: ha, split_mode: hs},
+            "split_ms": split,
+            "residual_ms": residual,
+            # unknown while the tax is not measured (the residual holds it)
+            "adds_up": None if tax is None else bool(abs(residual) <= ADDS_UP_SHARE * abs(gap)),
+            "rest_ms": None,
+        })  # fmt: skip
+        others = [exposed, tax or 0.0, split]
+    else:
+        tax = _f(own.get("tax_ms_per_step"))
+        host = None if ha is None or hb is None else ha - hb
+        rest = gap - exposed - (tax or 0.0) - (host or 0.0)
+        out.update({
+            "overlap_tax_ms": tax,
+            "overlap_tax": {"unmeasured_ms_per_step": _f(own.get("unmeasured_ms_per_step"))},
+            "host_ms": host,
+            "host_idle_ms": {mode: ha, bound: hb},
+            "split_ms": None,
+            "residual_ms": None,
+            "adds_up": None,
+            "rest_ms": rest,
+        })  # fmt: skip
+        others = [exposed, tax or 0.0, rest]
+    out.update({
+        "host_is_the_limit": host is not None and host > max(others),
+        "comm_stretch_ms": _f(own.get("comm_stretch_ms_per_step")),
+        "comm_stretch_unmeasured_ms": _f((own.get("comm") or {}).get("unmeasured_ms_per_step")),
+        "comm_stretch_vs_tp_ms": (vs_tp["tax_overlapped_ms_per_step"]
+                                  if vs_tp and vs_tp["n_classes"] else None),
         "top_exposed": top_exposed(a),
         "timed_step_ms": {mode: ma, bound: mb},
         "timed_of_bound": (mb / ma) if ma and mb else None,
-    }
+    })  # fmt: skip
     out["text"] = limits_text(out)
     return out
+
+
+def _ms(x: float | None, what: str = "not measured") -> str:
+    return what if x is None else f"{x:.2f} ms"
 
 
 def limits_text(d: Mapping) -> str:
     """One paragraph: the figures of :func:`limits` in words."""
     mode, bound = d["mode"], d["bound"]
+    split_mode = d.get("split_mode")
     speed = d.get("timed_of_bound")
     head = (f"{mode} runs at {speed:.3f} of {bound}'s speed (timed steps); "
             if speed is not None else "")  # fmt: skip
-    parts = [f"exposed comm {d['exposed_comm_ms']:.2f} ms"]
+    parts = []
+    if split_mode:
+        parts.append(f"the split's own cost {d['split_ms']:.2f} ms ({split_mode}'s profiled "
+                     f"step − {bound}'s, measured)")  # fmt: skip
+    ex = f"exposed comm {d['exposed_comm_ms']:.2f} ms"
     if d["top_exposed"]:
         worst = ", ".join(f"{t['op']} {t['exposed_ms_per_step']:.2f}" for t in d["top_exposed"])
-        parts[0] += f" (most: {worst})"
+        ex += f" (most: {worst})"
+    parts.append(ex)
+    tax = d.get("overlap_tax") or {}
     if d["overlap_tax_ms"] is None:
-        parts.append("overlap tax not measured")
+        parts.append("overlap tax not measured" + (
+            " (an analysis without class rows, from before issue 33: "
+            "domino-prof run --reanalyze)"
+            if split_mode else ""))  # fmt: skip
+    elif split_mode:
+        parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms ({mode}'s compute against "
+                     f"{split_mode}'s, class by class: "
+                     f"{tax['tax_overlapped_ms_per_step']:.2f} under comm, "
+                     f"{tax['tax_alone_ms_per_step']:.2f} alone)")  # fmt: skip
     else:
-        parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms (compute slowed under comm)")
+        un = tax.get("unmeasured_ms_per_step")
+        parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms (compute slowed under comm, "
+                     "against its own alone runs"
+                     + (f"; {un:.2f} ms of overlapped compute unmeasured: no alone baseline"
+                        if un else "") + ")")  # fmt: skip
     if d.get("host_ms") is not None:
         parts.append(f"host {d['host_ms']:.2f} ms (the device idle waiting for launches, "
-                     f"beyond {bound}'s)")  # fmt: skip
-    parts.append(f"the rest {d['rest_ms']:.2f} ms (the split's own cost: smaller, more "
-                 "numerous kernels; a remainder)")  # fmt: skip
+                     f"beyond {split_mode or bound}'s)")  # fmt: skip
+    if split_mode and d["adds_up"] is None:
+        parts.append(f"residual {d['residual_ms']:.2f} ms (it holds the unmeasured tax: "
+                     "whether the parts add up is not known)")  # fmt: skip
+    elif split_mode:
+        word = "the parts add up" if d["adds_up"] else "the parts do not add up"
+        parts.append(f"residual {d['residual_ms']:.2f} ms ({word}: |residual| "
+                     f"{'<=' if d['adds_up'] else '>'} {100 * ADDS_UP_SHARE:.0f}% of the gap)")
+    else:
+        parts.append(f"the rest {d['rest_ms']:.2f} ms (the split's own cost: smaller, more "
+                     f"numerous kernels; a remainder: run {SPLIT_MODE} to measure it)")
     text = (f"{head}of the {d['gap_ms']:.2f} ms per profiled step by which it trails "
             f"{bound}: " + "; ".join(parts) + ".")
+    st, st_un, st_tp = (d.get("comm_stretch_ms"), d.get("comm_stretch_unmeasured_ms"),
+                        d.get("comm_stretch_vs_tp_ms"))  # fmt: skip
+    if st is not None or st_un:
+        bits = [f"{st:.2f} ms per step against its own alone runs" if st is not None
+                else "not measured"]  # fmt: skip
+        if st_un:
+            bits.append(f"{st_un:.2f} ms of comm under compute unmeasured: no alone baseline")
+        if st_tp is not None:
+            bits.append(f"{st_tp:.2f} ms against tp's collectives of the same size")
+        text += (" Comm stretched by compute: " + "; ".join(bits) + " (not a part: its "
+                 "exposed share is in exposed comm).")
     if d.get("host_is_the_limit"):
+        idle = d["host_idle_ms"]
+        other = split_mode or bound
         text = (f"The host is the limit: the device waits for {mode}'s launches "
-                f"{d['host_idle_ms'][mode]:.2f} ms per profiled step ({bound}: "
-                f"{d['host_idle_ms'][bound]:.2f}). " + text + " CUDA graphs "
+                f"{idle[mode]:.2f} ms per profiled step ({other}: "
+                f"{idle[other]:.2f}). " + text + " CUDA graphs "
                 "(--cuda-graphs) take the host off the step.")
     return text

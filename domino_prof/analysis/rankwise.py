@@ -128,7 +128,7 @@ def analyze_rank(
     out.extra["replay"] = rank_graph_or_note(
         trace.events, iv, rank=rank, mode=mode, reference=cl.reference, max_nodes=graph_nodes
     )
-    out.extra["tax"] = tax_part(iv, mode=mode)
+    out.extra["tax"] = tax_part(iv, mode=mode, reference=cl.reference)
     if keep_intervals:
         out.intervals = iv
         out.reference = cl.reference

@@ -108,11 +108,16 @@ def whatif_renderables(overheads: Any) -> list:
 
 
 def _tax_line(tax: dict) -> list[str]:
-    if not tax.get("n_groups"):
+    if not tax.get("n_classes"):
         return []
+    un, st = tax.get("unmeasured_ms_per_step"), tax.get("comm_stretch_ms_per_step")
     return [
         f"overlap tax: compute runs {_fmt_num(tax.get('tax_ms_per_step'))} ms per step "
-        f"slower while comm runs beside it ({tax['n_groups']} kernel groups); net hidden "
-        f"= hidden {_fmt_num(tax.get('hidden_ms_per_step'))} - tax = "
-        f"{_fmt_num(tax.get('net_hidden_ms_per_step'))} ms per step"
+        f"slower while comm runs beside it ({tax.get('n_measured', 0)} of {tax['n_classes']} "
+        "kernel classes measured against their alone runs"
+        + (f"; {_fmt_num(un)} ms per step of overlapped compute unmeasured: no alone baseline"
+           if un else "")
+        + f"); net hidden = hidden {_fmt_num(tax.get('hidden_ms_per_step'))} - tax = "
+        f"{_fmt_num(tax.get('net_hidden_ms_per_step'))} ms per step; comm stretched by "
+        f"compute {_fmt_num(st)} ms per step"
     ]

@@ -45,3 +45,7 @@ NOCOMM_NOTE = (
     "nocomm skips every TP collective: its losses are meaningless; it is a throughput "
     "upper bound only."
 )
+DOMINO_NOCOMM_NOTE = (
+    "domino-nocomm skips every TP collective of domino's micro-batch split: its losses are "
+    "meaningless; it measures the split's own cost only."
+)

@@ -57,7 +57,7 @@ def _positive(value: float) -> float:
 def print_comparison(run: dict) -> None:
     from rich.console import Console
 
-    from domino_prof.commands._format import NOCOMM_NOTE, modes_table
+    from domino_prof.commands._format import DOMINO_NOCOMM_NOTE, NOCOMM_NOTE, modes_table
     from domino_prof.rundata import comm_label, verdict_text
 
     label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
@@ -74,6 +74,8 @@ def print_comparison(run: dict) -> None:
         print(f"{label}: one GPU ran rank 0's shard; losses meaningless", file=sys.stderr)
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
+    if "domino-nocomm" in run["modes"]:
+        Console(stderr=True).print(f"[dim]{DOMINO_NOCOMM_NOTE}[/dim]")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,10 @@ of micro-batches. Its spec says which operations it orders — all-reduce TP
 
 A **mode** (``domino-prof run --mode``) = a schedule + a comm choice (``comm.make_comm``:
 ``"process-group"`` or ``"skip"``) + a one-line description. ``nocomm`` is the tp
-schedule with every collective skipped.
+schedule with every collective skipped, ``domino-nocomm`` the domino schedule with every
+collective skipped (the micro-batch split's own cost: ``analysis.limits`` measures it as
+domino-nocomm's step − nocomm's). A mode with comm ``"skip"`` computes meaningless losses
+and has no comm to overlap (:attr:`Mode.skips_comm`, :attr:`Mode.overlaps`).
 
 Adding a mode: ``register_schedule(...)`` (if its ordering is new) and
 ``register_mode(...)``; both refuse a name already taken.
@@ -51,6 +54,17 @@ class Mode:
     @property
     def sequence_parallel(self) -> bool:
         return self.spec.sequence_parallel
+
+    @property
+    def skips_comm(self) -> bool:
+        """Every collective skipped: losses meaningless, no comm in its trace."""
+        return self.comm == "skip"
+
+    @property
+    def overlaps(self) -> bool:
+        """Overlaps comm with compute by design: micro-batched, with comm to overlap
+        (run.json ``overlap``; what ``check`` gates by default)."""
+        return self.micro_batched and not self.skips_comm
 
 
 SCHEDULES: dict[str, ScheduleSpec] = {}
@@ -114,6 +128,9 @@ register_mode("nocomm", schedule="tp", comm="skip",
 register_mode("domino", schedule="domino",
               description="Domino: N micro-batches, each all-reduce hidden behind the "
               "others' compute")
+register_mode("domino-nocomm", schedule="domino", comm="skip",
+              description="domino's micro-batch split with every collective skipped: the "
+              "split's own cost, numbers meaningless")
 register_mode("sp", schedule="sp",
               description="Megatron sequence parallelism: reduce-scatter / all-gather, "
               "synchronous")
