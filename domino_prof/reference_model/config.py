@@ -491,9 +491,9 @@ class RunConfig:
             )
         for mode in self.modes:
             if modes.get(mode).micro_batched and self.splits < 2 and self.col_splits_for(mode) < 2:
-                also = " or --col-splits >= 2" if modes.get(mode).col_split else ""
+                also = ", unless --col-splits >= 2" if modes.get(mode).col_split else ""
                 raise ConfigError(
-                    f"--splits must be >= 2{also} for {mode} (1 micro-batch cannot overlap)"
+                    f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap{also})"
                 )
         if self.mbs < 1:
             raise ConfigError(f"--mbs must be >= 1 (sequences per batch), got {self.mbs}")
