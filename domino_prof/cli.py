@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 from domino_prof import __version__
 
-COMMANDS = ("run", "analyze", "report", "check", "calibrate")  # modules of domino_prof.commands
+COMMANDS = ("run", "analyze", "report", "check", "calibrate", "tune")  # domino_prof.commands.*
 
 # typer >= 0.2x vendors click as typer._click (and need not install click at all): it
 # raises typer._click's exception classes, and click itself is not imported (7 ms of a

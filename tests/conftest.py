@@ -34,6 +34,8 @@ _RANK_MODULES = {
     "test_run_cli",  # `domino-prof run`: 2 and 8 ranks, torchrun, crash, hang, Ctrl-C
     "test_reference_model",  # tests/gloo_cases.py's jobs (2 and 4 ranks; cached per
     "test_schedules",  # process: one worker must run both modules' tests)
+    "test_domino_splits",  # gloo_cases' 2-rank job too
+    "test_tune",  # `domino-prof tune`: two candidate runs of 2 ranks
     "test_schedule_extension",  # a 2-rank mp.spawn job
     "test_gloo_trace",  # a 2-rank gloo job (tests/gloo_job.py)
     "test_dask_processes",  # a scheduler and two worker processes, one of them killed

@@ -1,5 +1,5 @@
-"""The multi-process gradient and training cases of tests/test_reference_model.py and
-tests/test_schedules.py, run in ONE spawned gloo job per world size (2 and 4) and
+"""The multi-process gradient and training cases of tests/test_reference_model.py,
+tests/test_schedules.py and tests/test_domino_splits.py, run in ONE spawned gloo job per world size (2 and 4) and
 shared by those tests (``results(world)``, cached for the pytest session).
 
 Why one job: each case itself takes 0.1-1 s on CPU, but a job costs every rank a
@@ -66,6 +66,22 @@ SP_CASES = (  # test_schedules.test_sp_and_graph_schedules_match_unsharded_model
     ("tp-graphs", {"splits": 1, "schedule": "tp", "graphs": True}),
     ("domino-graphs", {"splits": 2, "schedule": "domino", "graphs": True}),
     ("domino-sp-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True}),
+)
+
+
+SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micro-batches
+    ("col2", {"splits": 1, "col_splits": 2, "schedule": "domino"}),
+    ("col4", {"splits": 1, "col_splits": 4, "schedule": "domino"}),
+    ("domino2-col2", {"splits": 2, "col_splits": 2, "schedule": "domino"}),
+    ("domino2-col4-graphs", {"splits": 2, "col_splits": 4, "schedule": "domino", "graphs": True}),
+    ("sizes31", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino"}),
+    ("sizes121-col2", {"splits": 3, "split_sizes": (1, 2, 1), "col_splits": 2,
+                       "schedule": "domino"}),  # fmt: skip
+    ("sizes13-graphs", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino",
+                        "graphs": True}),  # fmt: skip
+    ("sp-sizes31", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp"}),
+    ("sp-sizes13-graphs", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino-sp",
+                           "graphs": True}),  # fmt: skip
 )
 
 
@@ -138,13 +154,14 @@ def _worker(rank: int, world: int, port: int, q) -> None:
             (("tp", "tp", 1), ("sp", "sp", 1), ("domino-sp", "domino-sp", 2))
         )
         out["norm_rows"] = _norm_rows()
+        out["splits"] = _compare_cases(cfg, 4, SPLIT_CASES)  # 4: 3 + 1, 1 + 2 + 1
     q.put((rank, out))
     clean_shutdown()
 
 
 def results(world: int) -> dict:
-    """{rank: {"grad" | "sp" | "losses" | "sp_losses" | "norm_rows": ...}} of the one job
-    of ``world`` gloo ranks (run on first use, then cached for the session)."""
+    """{rank: {"grad" | "sp" | "losses" | "sp_losses" | "norm_rows" | "splits": ...}} of the
+    one job of ``world`` gloo ranks (run on first use, then cached for the session)."""
     if world not in _cache:
         ctx = mp.get_context("spawn")
         q = ctx.Queue()

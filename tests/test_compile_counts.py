@@ -11,7 +11,8 @@ reports/schedule-h200/compile-host-2026-12-02 measured the same Python calls per
 slow and a fast sp compile row of one process, and a pure-Python probe twice as slow in
 the slow one.)
 
-Per schedule (tp, sp, domino-sp; tp 1 on CPU, 3 layers = 6 sub-layer units):
+Per schedule (tp, sp, domino-sp, and domino with 2 micro-batches and Domino's column
+split in 2, which adds a segment per chunk; tp 1 on CPU, 3 layers = 6 sub-layer units):
 
 * the first step compiles each segment function fullgraph (a break would raise) into at
   most VARIANTS[fn] graphs — the variants the schedule's Python arguments ask for (layer
@@ -57,6 +58,7 @@ VARIANTS = {
     "seg_head_loss": 2,
     "seg_head_dgrad": 4,
     "seg_scatter_add": 2,
+    "seg_out_chunk": 10,  # measured 8 (domino, K = 2): per GEMM shape and micro-batch
 }
 # Dynamo's own counters that move when something is traced, breaks or recompiles
 DYNAMO_KEYS = ("stats", "graph_break", "recompiles", "unimplemented", "frames")
@@ -90,14 +92,16 @@ def dynamo_only(monkeypatch):
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
 
 
-@pytest.mark.parametrize("schedule", ["tp", "sp", "domino-sp"])
+@pytest.mark.parametrize("schedule", ["tp", "sp", "domino-sp", "domino-col2"])
 def test_compiled_step_counts(schedule, dynamo_only):
     torch._dynamo.reset()  # no entries from another test's compiled segments
     cfg = _cfg()
     inp, tgt = batch(cfg, mbs=2, seq=16, seed=3, device=torch.device("cpu"))
     comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=1, device=torch.device("cpu"), dtype=torch.float32)
-    runner = StepRunner(model, comm, schedule=schedule, splits=2, compile=True, record=True)
+    col = 2 if schedule.endswith("-col2") else 1
+    runner = StepRunner(model, comm, schedule=schedule.removesuffix("-col2"), splits=2,
+                        col_splits=col, compile=True, record=True)  # fmt: skip
 
     c0 = _dynamo_counts()
     runner.step(inp, tgt)  # compiles

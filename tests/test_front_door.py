@@ -160,7 +160,8 @@ def _option_names(cmd) -> list[str]:
 
 def test_every_command_help_names_every_option_whole_at_80_columns():
     cmds = _commands()
-    assert set(cmds) == {"run", "analyze", "report", "compare", "check", "baseline", "calibrate"}
+    assert set(cmds) == {"run", "analyze", "report", "compare", "check", "baseline", "calibrate",
+                         "tune"}
     for name, cmd in cmds.items():
         res = invoke([name, "--help"], COLUMNS="80")
         assert res.exit_code == 0, res.output

@@ -15,7 +15,7 @@ import typer
 from domino_prof.commands._common import user_errors
 from domino_prof.errors import ConfigError, RunError
 from domino_prof.reference_model import modes as _modes
-from domino_prof.reference_model.config import RunConfig
+from domino_prof.reference_model.config import RunConfig, parse_split_sizes
 
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 
@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
         model: str = _opt("model"),
         mode: Mode = _opt("modes"),
         splits: int = _opt("splits"),
+        col_splits: int = _opt("col_splits"),
+        split_sizes: str = _opt("split_sizes", metavar="N,N,..."),
         mbs: int = _opt("mbs"),
         layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
         timed_steps: int = _opt("timed_steps"),
@@ -110,6 +112,8 @@ def register(app: typer.Typer) -> None:
         cuda_graphs: bool = _opt("cuda_graphs"),
         compile: bool = _opt("compile"),
         high_priority_comm: bool = _opt("high_priority_comm"),
+        comm_ctas: int = _opt("comm_ctas"),
+        sm_carveout: int = _opt("sm_carveout"),
         attention: str = _opt("attention"),
         comm: str = _opt("comm"),
         comm_profile: str = _opt("comm_profile", metavar="NAME|FILE"),
@@ -143,13 +147,16 @@ def register(app: typer.Typer) -> None:
             "data": str(data) if data else None, "timeout_s": timeout_s,
             "cuda_graphs": cuda_graphs, "compile": compile,
             "high_priority_comm": high_priority_comm, "attention": attention, "comm": comm,
-            "comm_profile": comm_profile or "",
+            "comm_profile": comm_profile or "", "col_splits": col_splits,
+            "split_sizes": parse_split_sizes(split_sizes), "comm_ctas": comm_ctas,
+            "sm_carveout": sm_carveout,
         }  # fmt: skip
         # the flags first, before torch is imported (a mistake costs no torch start-up)
         cfg = RunConfig.check_options(device=device, **options)
         device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
         if cfg is None:  # --device auto: the config of the device torch found
             cfg = RunConfig.from_options(device=device, **options)
+        launcher.check_torch_knobs(cfg)  # --comm-ctas, --sm-carveout: offered by this torch?
         if cfg.emulated:  # the emulated collectives are Triton kernels (reference_model.emulate)
             import importlib.util
 

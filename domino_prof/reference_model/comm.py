@@ -146,15 +146,18 @@ class NoComm:
 
 
 def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0,
-              emulate=None, device=None, high_priority: bool = False) -> Comm:  # fmt: skip
+              emulate=None, device=None, high_priority: bool = False,
+              ctas: int | None = None) -> Comm:  # fmt: skip
     """The Comm a mode's ``comm`` choice names (``modes.Mode.comm``): ``"process-group"``
     or ``"skip"`` (R and rank of the process group, or ``size`` / ``rank`` if given).
 
     ``emulate`` (a comm profile: shipped name, file or ``emulation.Profile``): this one
     process stands in for rank ``rank`` of a TP group of ``size`` with no process group:
     ``"process-group"`` becomes ``emulate.EmulatedComm(profile, size, rank, device)`` (on
-    a high-priority stream with ``high_priority``, as NCCL's option), ``"skip"`` a
-    ``SkipComm(size, rank)``."""
+    a high-priority stream with ``high_priority``, as NCCL's option; its kernels on
+    ``ctas`` CTAs when given: ``run --comm-ctas``), ``"skip"`` a ``SkipComm(size, rank)``.
+    (A real group's CTAs are its process-group options, set where it is created:
+    ``train.pg_options``.)"""
     if emulate is not None:
         if size is None:
             raise ValueError("make_comm(emulate=...) needs size (the emulated TP degree)")
@@ -164,8 +167,10 @@ def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0
             stream = None
             if high_priority:
                 stream = torch.cuda.Stream(device, priority=-1)
+            # ctas= only when asked for: an EmulatedComm without the keyword still works
+            kw = {} if ctas is None else {"ctas": ctas}
             return _emulate.EmulatedComm(emulate, size=size, rank=rank, device=device,
-                                         stream=stream)  # fmt: skip
+                                         stream=stream, **kw)  # fmt: skip
         if choice == "skip":
             return SkipComm(size, rank)
     if choice == "process-group":

@@ -256,6 +256,21 @@ def _field(default: object, flag: str, help: str, **kw) -> object:
 # intervals of ±5.8-9.0% (README, the main job): short of ±5% under that load.
 DEFAULT_TIMED_STEPS = 200
 DEFAULT_BLOCK_STEPS = 4
+DEFAULT_SPLITS = 2
+
+
+def parse_split_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--split-sizes 3,1`` -> (3, 1); None or "" -> None (even). A ConfigError line
+    for anything that is not a comma-separated list of whole numbers."""
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise ConfigError(
+            f"--split-sizes {text}: not a comma-separated list of sequence counts; e.g. "
+            "--split-sizes 3,1"
+        ) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,7 +288,28 @@ class RunConfig:
     tp: int = _field(2, "--tp", "Tensor-parallel ranks (processes).")
     seq: int = _field(0, "--seq", "Sequence length (0: 128 for tiny, else 4096).")
     mbs: int = _field(2, "--mbs", "Sequences per batch (split into --splits).")
-    splits: int = _field(2, "--splits", "Domino micro-batches per batch.")
+    splits: int = _field(DEFAULT_SPLITS, "--splits", "Domino micro-batches per batch.")
+    # Domino's second split (arXiv 2409.15241): the row-parallel GEMM's output columns (and,
+    # backward, the input-gradient GEMM's) in K chunks, each all-reduced on its own while
+    # the next chunk computes; 1 = none (schedules.py, tp_step.py)
+    col_splits: int = _field(1, "--col-splits", "Domino's second split: the row-parallel "
+                             "GEMM's output (backward: the input-gradient GEMM's) in K column "
+                             "chunks, each all-reduced while the next one computes; 1: none. "
+                             "Works with --splits 1 too (domino only).")  # fmt: skip
+    # sequences per micro-batch (TokenWeave-style uneven split); None = --mbs / --splits each
+    split_sizes: tuple[int, ...] | None = _field(None, "--split-sizes", "Sequences per "
+                                                 "micro-batch, e.g. 3,1 (they sum to --mbs and "
+                                                 "set --splits); default: --mbs split evenly "
+                                                 "(domino, domino-sp).")  # fmt: skip
+    # CTAs (thread blocks) a collective runs on: NCCL's min_ctas = max_ctas (process-group
+    # options), or the emulated kernel's; None = the library's own choice
+    comm_ctas: int | None = _field(None, "--comm-ctas", "CTAs per collective: NCCL's min and "
+                                   "max CTAs (process-group options) or the emulated "
+                                   "kernel's (--comm emulate); default: the library's.",
+                                   )  # fmt: skip
+    sm_carveout: int | None = _field(None, "--sm-carveout", "SMs that GEMMs leave free for "
+                                     "the collectives (torch's experimental SM carveout; CUDA "
+                                     "only); default: none.")  # fmt: skip
     modes: tuple[str, ...] = _field(MODES, "--mode", f"{', '.join(MODES)}, or all of them back "
                                     "to back in one process group.", cli_default="all")
     device: str = _field("cpu", "--device", "cuda, cpu, or auto.", cli_default=AUTO)
@@ -318,6 +354,10 @@ class RunConfig:
             object.__setattr__(self, "seq", 128 if self.model.name == "tiny" else 4096)
         if self.dtype == AUTO:
             object.__setattr__(self, "dtype", "bfloat16" if self.device == "cuda" else "float32")
+        if self.split_sizes is not None:
+            object.__setattr__(self, "split_sizes", tuple(self.split_sizes))
+            if self.splits == DEFAULT_SPLITS:  # the sizes set the micro-batches
+                object.__setattr__(self, "splits", len(self.split_sizes))
 
     @classmethod
     def from_options(cls, *, device: str, model: str = AUTO, layers: int = 0,
@@ -392,18 +432,7 @@ class RunConfig:
             raise ConfigError(f"--splits must be >= 1, got {self.splits}")
         for mode in self.modes:
             modes.get(mode)  # unknown mode: one clear error
-        for mode in self.modes:
-            if modes.get(mode).micro_batched and self.splits < 2:
-                raise ConfigError(
-                    f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap)"
-                )
-        if self.mbs < 1:
-            raise ConfigError(f"--mbs must be >= 1 (sequences per batch), got {self.mbs}")
-        if self.mbs % self.splits:
-            raise ConfigError(
-                f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
-                f"use an mbs that is a multiple of {self.splits}"
-            )
+        self._validate_splits()
         if self.seq < 2:
             raise ConfigError(f"--seq must be >= 2, got {self.seq}")
         sp = [m for m in self.modes if modes.get(m).sequence_parallel]
@@ -417,6 +446,13 @@ class RunConfig:
             raise ConfigError(f"--device must be cpu or cuda, got {self.device!r}")
         if self.cuda_graphs and self.device != "cuda":
             raise ConfigError("--cuda-graphs needs --device cuda")
+        if self.sm_carveout is not None and self.device != "cuda":
+            raise ConfigError("--sm-carveout needs --device cuda (CUDA only: the SMs GEMMs "
+                              "leave free)")  # fmt: skip
+        if self.sm_carveout is not None and self.sm_carveout < 0:
+            raise ConfigError(f"--sm-carveout must be >= 0 SMs, got {self.sm_carveout}")
+        if self.comm_ctas is not None and self.comm_ctas < 1:
+            raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")
         if self.high_priority_comm and self.device != "cuda":
             raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
         if self.attention not in ATTENTION_KERNELS:
@@ -436,6 +472,59 @@ class RunConfig:
         if self.block_steps < 1:
             raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
 
+    def _validate_splits(self) -> None:
+        """--splits, --col-splits, --split-sizes: each on the modes that take it."""
+        m = self.model
+        if self.col_splits < 1:
+            raise ConfigError(f"--col-splits must be >= 1, got {self.col_splits}")
+        if m.dim % self.col_splits:
+            raise ConfigError(
+                f"--col-splits {self.col_splits} does not divide the {m.name} model's dim "
+                f"({m.dim}); choose a K that divides {m.dim}"
+            )
+        takes_col = [n for n in self.modes if modes.get(n).col_split]
+        if self.col_splits > 1 and not takes_col:
+            raise ConfigError(
+                f"--col-splits {self.col_splits} applies to the modes of the domino schedule "
+                f"({', '.join(n for n, x in modes.MODES.items() if x.col_split)}); "
+                f"--mode {', '.join(self.modes)} takes none"
+            )
+        for mode in self.modes:
+            if modes.get(mode).micro_batched and self.splits < 2 and self.col_splits_for(mode) < 2:
+                also = ", unless --col-splits >= 2" if modes.get(mode).col_split else ""
+                raise ConfigError(
+                    f"--splits must be >= 2 for {mode} (1 micro-batch cannot overlap{also})"
+                )
+        if self.mbs < 1:
+            raise ConfigError(f"--mbs must be >= 1 (sequences per batch), got {self.mbs}")
+        sizes = self.split_sizes
+        if sizes is None:
+            if self.mbs % self.splits:
+                raise ConfigError(
+                    f"batch (--mbs {self.mbs}) is not divisible by --splits {self.splits}; "
+                    f"use an mbs that is a multiple of {self.splits}"
+                )
+            return
+        given = ",".join(map(str, sizes))
+        if not sizes or min(sizes) < 1:
+            raise ConfigError(f"--split-sizes {given}: every micro-batch needs >= 1 sequence")
+        if sum(sizes) != self.mbs:
+            raise ConfigError(
+                f"--split-sizes {given} sums to {sum(sizes)} sequences but --mbs is "
+                f"{self.mbs}; give sizes that sum to --mbs"
+            )
+        if len(sizes) != self.splits:
+            raise ConfigError(
+                f"--split-sizes {given} gives {len(sizes)} micro-batches but --splits is "
+                f"{self.splits}; drop --splits (the sizes set it)"
+            )
+        if not any(modes.get(n).micro_batched for n in self.modes):
+            raise ConfigError(
+                f"--split-sizes applies to the micro-batched modes "
+                f"({', '.join(n for n, x in modes.MODES.items() if x.micro_batched)}); "
+                f"--mode {', '.join(self.modes)} takes one micro-batch"
+            )
+
     def _resolve_comm(self) -> RunConfig:
         if self.comm not in COMM_CHOICES:
             raise ConfigError(f"unknown --comm {self.comm!r}; use nccl, gloo or emulate")
@@ -452,6 +541,11 @@ class RunConfig:
                 raise ConfigError(
                     f"--comm-profile {self.comm_profile} applies to --comm emulate only; "
                     "add --comm emulate or drop --comm-profile"
+                )
+            if self.comm_ctas is not None and comm != "nccl":
+                raise ConfigError(
+                    f"--comm-ctas sets the CTAs of NCCL's (or the emulated) collectives; "
+                    f"--comm {comm} has none: use --device cuda (nccl or --comm emulate)"
                 )
             return replace(self, comm=comm)
         if self.device != "cuda":
@@ -474,7 +568,17 @@ class RunConfig:
         d = dict(d)
         d["model"] = ModelConfig(**d["model"])
         d["modes"] = tuple(d["modes"])
+        if d.get("split_sizes") is not None:
+            d["split_sizes"] = tuple(d["split_sizes"])
         return RunConfig(**d)
 
     def splits_for(self, mode: str) -> int:
         return self.splits if modes.get(mode).micro_batched else 1
+
+    def col_splits_for(self, mode: str) -> int:
+        """--col-splits for a mode whose schedule takes it (domino's), else 1."""
+        return self.col_splits if modes.get(mode).col_split else 1
+
+    def split_sizes_for(self, mode: str) -> tuple[int, ...] | None:
+        """--split-sizes for a micro-batched mode, else None (one micro-batch)."""
+        return self.split_sizes if modes.get(mode).micro_batched else None

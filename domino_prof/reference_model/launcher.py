@@ -77,6 +77,40 @@ def resolve_device(device: str, *, tp: int, emulated: bool) -> str:
     return device
 
 
+def check_torch_knobs(cfg: RunConfig) -> None:
+    """The knobs this torch must offer, checked before any rank starts (one ConfigError
+    line each): ``--comm-ctas`` needs NCCL's process-group config with ``min_ctas`` /
+    ``max_ctas`` (real NCCL) or an ``EmulatedComm`` that takes ``ctas`` (emulated);
+    ``--sm-carveout`` needs ``torch._C._set_sm_carveout_experimental``."""
+    import inspect
+
+    torch = import_torch()
+    if cfg.comm_ctas is not None and cfg.emulated:
+        from domino_prof.reference_model.emulate import EmulatedComm
+
+        if "ctas" not in inspect.signature(EmulatedComm.__init__).parameters:
+            raise ConfigError(
+                "--comm-ctas with --comm emulate: this build's emulated collectives take no "
+                "CTA count (EmulatedComm has no ctas); drop --comm-ctas"
+            )
+    elif cfg.comm_ctas is not None:
+        import torch.distributed as dist
+
+        nccl = getattr(dist, "ProcessGroupNCCL", None)
+        config = getattr(nccl.Options(), "config", None) if nccl is not None else None
+        if config is None or not all(hasattr(config, k) for k in ("min_ctas", "max_ctas")):
+            raise ConfigError(
+                f"--comm-ctas: torch {torch.__version__} offers no NCCL process-group "
+                "config with min_ctas / max_ctas; drop --comm-ctas or use a CUDA build "
+                "of torch >= 2.2"
+            )
+    if cfg.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):
+        raise ConfigError(
+            f"--sm-carveout: torch {torch.__version__} has no "
+            "torch._C._set_sm_carveout_experimental; drop --sm-carveout"
+        )
+
+
 def check_data(path: Path, *, mbs: int, seq: int) -> None:
     """``run --data FILE`` before any rank starts: a file ``train.TokenSource`` can
     batch from, a ``.npy`` 1-D integer array or ``.bin`` raw uint16 tokens, holding at

@@ -6,8 +6,9 @@ A **schedule** is an ordering of a training step's events over (unit, micro-batc
 (``schedules.py``): a function ``fn(step, n)`` of the step's operations and the number
 of micro-batches. Its spec says which operations it orders — all-reduce TP
 (``sequence_parallel=False``: ``tp_step.AllReduceStep``) or sequence parallelism
-(``sp_step.ShardedStep``) — and whether it takes ``--splits`` micro-batches
-(``micro_batched``; else one).
+(``sp_step.ShardedStep``) — whether it takes ``--splits`` micro-batches
+(``micro_batched``; else one; ``--split-sizes`` too) and ``--col-splits`` column chunks of
+its row-parallel and input-gradient GEMMs (``col_split``; else one).
 
 A **mode** (``domino-prof run --mode``) = a schedule + a comm choice (``comm.make_comm``:
 ``"process-group"`` or ``"skip"``) + a one-line description. ``nocomm`` is the tp
@@ -34,6 +35,7 @@ class ScheduleSpec:
     target: object  # "module:function" (loaded lazily) or the function itself
     micro_batched: bool  # runs --splits micro-batches with async collectives (else 1, sync)
     sequence_parallel: bool  # Megatron SP (reduce-scatter / all-gather) instead of all-reduce
+    col_split: bool = False  # takes --col-splits (its step's out_chunk op; all-reduce TP only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,19 +68,27 @@ class Mode:
         (run.json ``overlap``; what ``check`` gates by default)."""
         return self.micro_batched and not self.skips_comm
 
+    @property
+    def col_split(self) -> bool:
+        return self.spec.col_split
+
 
 SCHEDULES: dict[str, ScheduleSpec] = {}
 MODES: dict[str, Mode] = {}  # insertion order = `--mode all` order
 
 
 def register_schedule(
-    name: str, target, *, micro_batched: bool, sequence_parallel: bool = False
-) -> ScheduleSpec:
+    name: str, target, *, micro_batched: bool, sequence_parallel: bool = False,
+    col_split: bool = False,
+) -> ScheduleSpec:  # fmt: skip
     if name in SCHEDULES:
         raise ValueError(f"schedule {name!r} is already registered")
+    if col_split and sequence_parallel:
+        raise ValueError(f"schedule {name!r}: col_split is for all-reduce TP schedules")
     SCHEDULES[name] = spec = ScheduleSpec(
-        name=name, target=target, micro_batched=micro_batched, sequence_parallel=sequence_parallel
-    )
+        name=name, target=target, micro_batched=micro_batched, sequence_parallel=sequence_parallel,
+        col_split=col_split,
+    )  # fmt: skip
     return spec
 
 
@@ -116,7 +126,7 @@ def load_schedule(name: str):
 
 _S = "domino_prof.reference_model.schedules:"
 register_schedule("tp", _S + "tp", micro_batched=False)
-register_schedule("domino", _S + "domino", micro_batched=True)
+register_schedule("domino", _S + "domino", micro_batched=True, col_split=True)
 register_schedule("sp", _S + "sp", micro_batched=False, sequence_parallel=True)
 register_schedule("domino-sp", _S + "domino_sp", micro_batched=True, sequence_parallel=True)
 

@@ -44,7 +44,10 @@ class StepRunner:
     """Runs forward + backward of one batch through a sharded model.
 
     ``schedule``: a registered schedule name (``modes.SCHEDULES``); ``splits``: its
-    micro-batches (used only by a micro-batched schedule; else 1). The older spelling
+    micro-batches (used only by a micro-batched schedule; else 1), of ``split_sizes``
+    sequences each (a micro-batched schedule; None: the batch split evenly);
+    ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
+    with ``col_split``; tp_step.py). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
     ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests);
     ``compile``: ``torch.compile`` every segment function; ``record``: the executor
@@ -62,6 +65,8 @@ class StepRunner:
         *,
         schedule: str | None = None,
         splits: int = 1,
+        col_splits: int = 1,
+        split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
         graph_inflight: int = 8,
@@ -75,6 +80,15 @@ class StepRunner:
         self.schedule = modes.load_schedule(schedule)
         self.model, self.comm = model, comm
         self.splits = splits if self.spec.micro_batched else 1
+        self.split_sizes = tuple(split_sizes) if split_sizes and self.spec.micro_batched else None
+        if self.split_sizes is not None:
+            self.splits = len(self.split_sizes)
+        if col_splits > 1 and not self.spec.col_split:
+            raise ValueError(f"schedule {schedule!r} takes no column split (col_splits "
+                             f"{col_splits})")  # fmt: skip
+        if model.cfg.dim % col_splits:
+            raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
+        self.col_splits = col_splits
         self.sp = self.spec.sequence_parallel
         self.graphs = graphs
         dev = model.tok_embeddings.weight.device
@@ -128,9 +142,21 @@ class StepRunner:
 
     def _run(self, tokens, targets) -> torch.Tensor:
         self._prepare_grads()
-        ops = (ShardedStep if self.sp else AllReduceStep)(self, tokens, targets, self.splits)
+        ops = (ShardedStep if self.sp else AllReduceStep)(
+            self, tokens, targets, self._sizes(tokens.shape[0])
+        )
         self.schedule(ops, self.splits)
         return ops.finish()
+
+    def _sizes(self, B: int) -> tuple[int, ...]:
+        """Sequences per micro-batch: ``split_sizes``, or B split evenly."""
+        if self.split_sizes is not None:
+            if sum(self.split_sizes) != B:
+                raise ValueError(f"split_sizes {self.split_sizes} do not sum to the batch {B}")
+            return self.split_sizes
+        if B % self.splits:
+            raise ValueError(f"batch {B} is not divisible by splits {self.splits}")
+        return (B // self.splits,) * self.splits
 
     def _prepare_grads(self) -> None:
         """One gradient buffer per parameter, re-attached if a caller replaced ``.grad``
@@ -180,7 +206,8 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
     if comm is None and getattr(cfg, "emulated", False):
         comm = make_comm(m.comm, size=cfg.tp, rank=0, emulate=cfg.comm_profile or
                          default_profile(cfg.tp), device=device,
-                         high_priority=cfg.high_priority_comm)  # fmt: skip
+                         high_priority=cfg.high_priority_comm,
+                         ctas=getattr(cfg, "comm_ctas", None))  # fmt: skip
     if comm is None:
         comm = make_comm(m.comm, group)
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
@@ -189,6 +216,8 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         comm,
         schedule=m.schedule,
         splits=cfg.splits_for(mode),
+        col_splits=cfg.col_splits_for(mode),
+        split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,
         graph_inflight=graph_inflight,

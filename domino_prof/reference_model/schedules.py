@@ -14,6 +14,26 @@ the embedding E, then ``attn`` and ``mlp`` of every layer, then the head H. Nota
 below: F(u, b) forward segment, D(u, b) backward segment, ▷ launch, ⧖ wait, W(u)
 weight gradients (deferred into the next segment), ``|`` one unit's row.
 A new schedule: write ``fn(s, n)`` and ``modes.register_schedule`` / ``register_mode``.
+
+**Work done once for all micro-batches.** The weight gradients W(u) run once per unit
+for every micro-batch (their inputs sit in [ΣT, ·] buffers): per micro-batch, each
+weight-gradient GEMM would read and write the whole weight-sized gradient again, a
+cost that grows with the micro-batches, not with their tokens. The other kernels
+that wait on no collective were looked at (issue 34) and are left per micro-batch:
+
+* the embedding rows E(b) and the embedding gradient's scatter E'(b): their cost is
+  proportional to their rows, so one call for all micro-batches saves a launch each
+  (nothing at all under CUDA graphs) and no bytes;
+* the first unit's forward F(0, b) and the head's backward D(H, b) wait on no
+  collective either, but run once for all micro-batches they would leave the first
+  all-reduce (forward: of unit 0, backward: of the head's dn) with nothing to hide
+  behind: exactly the compute the other micro-batches' segments give it now;
+* the norm weights' gradients are a reduction inside the norm-backward kernel itself,
+  no kernel of their own.
+
+With uneven micro-batches (``--split-sizes``, TokenWeave's cheaper split: e.g. 3,1
+puts the small one last, so its all-reduces are the exposed ones) nothing changes in
+the orderings: each micro-batch has its own T, and the shared buffers their rows.
 """
 
 from __future__ import annotations
@@ -54,16 +74,31 @@ def domino(s, n: int) -> None:
                       | ⧖0 H0 ⧖1 H1
         bwd:          D(H,1) ▷1 D(H,0) ▷0 | W(H) ⧖1 D(L,1) ▷1 ⧖0 D(L,0) ▷0 | W(L) ...
                       | W(0) ⧖1 E'1 ⧖0 E'0
+
+    Domino's second split (``s.col_splits`` K > 1, ``--col-splits``): the row-parallel
+    GEMM that ends F(u, b) (and the input-gradient GEMM that ends D(u, b)) computes
+    only its output's column chunk 0; chunk k is G(u, b, k), its own segment; each
+    chunk's all-reduce ▷b,k is launched right after its GEMM, so it runs while the next
+    chunk computes, with no smaller micro-batch; ⧖b waits for all K (their first use
+    reads every column). n = 1 is then a schedule of its own: the chunks' GEMMs are the
+    compute the all-reduces hide behind.
+
+        fwd (n = 2, K = 2):  ⧖0 F(u,0) ▷0,0 G(u,0,1) ▷0,1  ⧖1 F(u,1) ▷1,0 G(u,1,1) ▷1,1 | ...
+        bwd:                 ⧖1 D(u,1) ▷1,0 G(u,1,1) ▷1,1  ⧖0 D(u,0) ▷0,0 G(u,0,1) ▷0,1 | ...
     """
     for b in range(n):
         with s.at("fwd", s.embedding, b):
             s.embed(b)
+    K = s.col_splits
     for u in s.layers:
         for b in range(n):
             with s.at("fwd", u, b):
-                s.wait(b)  # first use of the previous unit's reduced output
+                s.wait(b)  # first use of the previous unit's reduced output (all chunks)
                 s.forward(u, b)
                 s.launch(b, async_op=True)
+                for k in range(1, K):  # the column split: chunk k while k − 1 reduces
+                    s.out_chunk(b, k)
+                    s.launch(b, async_op=True)
     for b in range(n):
         with s.at("fwd", s.head, b):
             s.wait(b)
@@ -74,6 +109,9 @@ def domino(s, n: int) -> None:
                 s.wait(b)  # the reduced input gradient of the unit above (head: none)
                 s.dgrad(u, b)
                 s.launch(b, async_op=True)
+                for k in range(1, K):
+                    s.out_chunk(b, k)
+                    s.launch(b, async_op=True)
         s.wgrad(u)
     for b in reversed(range(n)):
         with s.at("bwd", s.embedding, b):

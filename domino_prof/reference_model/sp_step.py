@@ -48,10 +48,12 @@ class ShardActs:
 
 
 class ShardedStep(StepBase):
-    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor, n: int) -> None:
-        super().__init__(runner, tokens, targets, n, seq_major=True)
+    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor,
+                 sizes: tuple[int, ...]) -> None:  # fmt: skip
+        super().__init__(runner, tokens, targets, sizes, seq_major=True)
+        n = self.n
         R, self.r = runner.comm.size, runner.comm.rank
-        self.Ts = self.T // R  # this rank's rows
+        self.Ts = [t // R for t in self.T]  # b -> this rank's rows of micro-batch b
         self.d = self.model.cfg.dim
         w = self.embedding.weights[0]
         self.dt, self.dev = w.dtype, tokens.device
@@ -73,7 +75,7 @@ class ShardedStep(StepBase):
     def embed(self, b: int) -> None:
         (h_s,) = self.ex.run(
             ("emb", 0, b), S.seg_embed, self.tok[b], self.embedding.weights[0],
-            self.r * self.Ts, (self.r + 1) * self.Ts,
+            self.r * self.Ts[b], (self.r + 1) * self.Ts[b],
         )  # fmt: skip
         self.x[b] = (h_s, None, Pending(("emb", 0, b), self.ex.mark()))
 
@@ -87,7 +89,7 @@ class ShardedStep(StepBase):
             n_s, h_s, rstd = ex.run(
                 ("N", u.index, b), S.seg_norm, h_s, y_s, u.weights[0], self.dims.eps, side=True
             )
-            n_full = self._buf("ag", u, b, self.T, side=True)
+            n_full = self._buf("ag", u, b, self.T[b], side=True)
             p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
                           side=True, ordered=True)  # fmt: skip
         self.acts[u.index, b] = ShardActs(h=h_s, rstd=rstd, n=n_s)
@@ -99,14 +101,14 @@ class ShardedStep(StepBase):
         _, w_in, w_out = u.weights
         a, *core = self.ex.run(
             ("C", u.index, b), S.seg_core_fwd, u.kind, n_full, w_in, w_out, self.rope,
-            self.b_mb, self.dims,
+            self.b_mb[b], self.dims,
         )  # fmt: skip
         self.acts[u.index, b].core = tuple(core)
         self.a[b] = a
 
     def scatter(self, u: Layer, b: int, *, async_op: bool) -> None:
         """Reduce-scatter of the core's partial sums: the next norm's residual input."""
-        y_s = self._buf("rs", u, b, self.Ts)
+        y_s = self._buf("rs", u, b, self.Ts[b])
         p = self.ex.launch(("rs", u.index, b), "reduce_scatter", y_s, self.a[b],
                            async_op=async_op, ordered=True)  # fmt: skip
         self.x[b] = (self.acts[u.index, b].h, y_s, p)
@@ -134,7 +136,7 @@ class ShardedStep(StepBase):
         acts = self.acts[u.index, b]
         dn, *wgi = self.ex.run(
             ("D", u.index, b), S.seg_core_dgrad, u.kind, g_full, acts.core, w_in, w_out,
-            self.rope_conj, self.b_mb, self.dims, pre=self._take_pre(),
+            self.rope_conj, self.b_mb[b], self.dims, pre=self._take_pre(),
         )  # fmt: skip
         acts.core = None
         first = self._first(("w", u.index))
@@ -145,7 +147,7 @@ class ShardedStep(StepBase):
 
     def scatter_bwd(self, u: Unit, b: int, *, async_op: bool) -> None:
         """Reduce-scatter of dn (d loss / d u's norm output, partial over ranks)."""
-        dn_s = self._buf("rsb", u, b, self.Ts)
+        dn_s = self._buf("rsb", u, b, self.Ts[b])
         p = self.ex.launch(("rsb", u.index, b), "reduce_scatter", dn_s, self.a[b],
                            async_op=async_op, ordered=True)  # fmt: skip
         self.rs[b] = (dn_s, p)
@@ -163,12 +165,12 @@ class ShardedStep(StepBase):
                 ("B", u.index, b), S.seg_norm_bwd, self.g_s[b], dn_s, acts.h, acts.rstd,
                 w_norm, w_norm.grad, self._first(("norm", u.index)), side=True,
             )  # fmt: skip
-            g_full = self._buf("gag", u, b, self.T, side=True)
+            g_full = self._buf("gag", u, b, self.T[b], side=True)
             wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
                            side=True, ordered=True)  # fmt: skip
             n_full = wn = None
             if u.index > 0:  # unit u-1's norm output, the input of its weight gradient
-                n_full = self._buf("nag", u, b, self.T, side=True)
+                n_full = self._buf("nag", u, b, self.T[b], side=True)
                 wn = ex.launch(("nag", u.index, b), "all_gather", n_full,
                                self.acts[u.index - 1, b].n, async_op=async_op, side=True,
                                ordered=True)  # fmt: skip

@@ -1,5 +1,6 @@
 """What the operations of every step share (``tp_step.AllReduceStep``,
-``sp_step.ShardedStep``): the batch in the step's token order and micro-batches, the
+``sp_step.ShardedStep``): the batch in the step's token order and micro-batches (of
+``sizes`` sequences each: even, or ``--split-sizes``' uneven ones), the
 rotary tables, the head's forward (the cross-entropy's two small synchronous vocab
 all-reduces) and backward to dn, profiler ranges, the weight gradient deferred into the
 next segment, and which gradients a micro-batch writes first (overwrite) or not (add).
@@ -30,25 +31,32 @@ class StepBase:
     """What every step's operations share: the batch in the step's token order, the
     head's forward and backward, profiler ranges, the deferred weight gradient."""
 
-    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor, n: int, *,
-                 seq_major: bool = False) -> None:  # fmt: skip
+    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor,
+                 sizes: tuple[int, ...], *, seq_major: bool = False) -> None:  # fmt: skip
         ex = self.ex = runner.executor
+        n = len(sizes)
         self.model, self.dims, self.n = runner.model, runner.dims, n
         self.layers: list[Layer] = runner.layers
         self.head: Head = runner.head
         self.embedding: Unit = runner.embedding
         self.vocab_start = runner.vocab_start
         B, S_ = tokens.shape
-        self.b_mb = B // n
-        self.T = self.b_mb * S_
+        assert sum(sizes) == B, (sizes, B)
+        self.b_mb: list[int] = list(sizes)  # b -> sequences of micro-batch b
+        self.T: list[int] = [s * S_ for s in sizes]  # b -> its tokens
+        # b -> its rows of the [ΣT, ·] buffers every micro-batch shares (None: one
+        # micro-batch, no buffer; segments._mb_slot): (first row, ΣT)
+        first = [sum(self.T[:b]) for b in range(n)]
+        self.rows: list = [None] if n == 1 else [(f, B * S_) for f in first]
         self.rope, self.rope_conj = runner.rope_for(S_, tokens.device)
         self.denom = float(B * S_)
 
         def order(t):  # [b, S] -> flat tokens; SP: [S, b] -> flat (sequence-major)
             return (t.t() if seq_major else t).reshape(-1)
 
-        self.tok = [ex.static("tok", b, order(t)) for b, t in enumerate(tokens.chunk(n, 0))]
-        self.tgt = [ex.static("tgt", b, order(t)) for b, t in enumerate(targets.chunk(n, 0))]
+        parts = list(sizes)
+        self.tok = [ex.static("tok", b, order(t)) for b, t in enumerate(tokens.split(parts, 0))]
+        self.tgt = [ex.static("tgt", b, order(t)) for b, t in enumerate(targets.split(parts, 0))]
         self.xs: dict[int, tuple] = {}  # unit -> its [N, T, ·] forward buffers
         self.gs: dict[int, object] = {}  # unit -> its [N, T, ·] backward buffers
         self.head_acts: dict[int, HeadActs] = {}  # b
@@ -79,10 +87,9 @@ class StepBase:
         gathered norm output (the norm ran on the shard). Returns the loss."""
         ex, hu, i = self.ex, self.head, self.head.index
         w_norm, w_out = hu.weights
-        N = 1 if sp else self.n
         m, logits, n_all, hh, rstd = ex.run(
-            ("H1", i, b), S.seg_head_logits, h, y, w_norm, w_out, self.dims.eps, sp, N, b,
-            None if sp else self.xs.get(i),
+            ("H1", i, b), S.seg_head_logits, h, y, w_norm, w_out, self.dims.eps, sp,
+            None if sp else self.rows[b], None if sp else self.xs.get(i),
         )  # fmt: skip
         ex.launch(("max", i, b), "all_reduce", m, async_op=False, op="max")
         stats, e, idx, ins = ex.run(
@@ -97,14 +104,15 @@ class StepBase:
             self.xs[i] = n_all
         return loss
 
-    def _head_dgrad(self, b: int, *, sp: bool = False):
-        """Cross-entropy and LM-head backward to dn (kept; partial over ranks), after the
-        deferred weight gradient. Returns (dn, dl_all) (see segments.seg_head_dgrad)."""
+    def _head_dgrad(self, b: int, *, sp: bool = False, cols: int = 1):
+        """Cross-entropy and LM-head backward to dn (kept; partial over ranks; ``cols``
+        K > 1: its column chunks, chunk 0 computed), after the deferred weight gradient.
+        Returns (dn, dl_all) (see segments.seg_head_dgrad)."""
         a = self.head_acts[b]
         i = self.head.index
         return self.ex.run(
             ("HD", i, b), S.seg_head_dgrad, a.e, a.r, a.idx, a.in_shard, self.head.weights[1],
-            self.denom, 1 if sp else self.n, b, None if sp else self.gs.get(i),
+            self.denom, None if sp else self.rows[b], None if sp else self.gs.get(i), cols,
             pre=self._take_pre(),
         )  # fmt: skip
 

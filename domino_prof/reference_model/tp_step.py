@@ -12,10 +12,32 @@ keeps what the next operation of that micro-batch needs in this step's state:
   above), ``dgrad(u, b)`` (D(u, b): the unit above's norm backward + residual, then
   u's core backward to the partial input gradient ``dn``), ``launch(b, ...)``; after
   the last micro-batch of a unit, ``wgrad(u)``: the unit's weight gradients for all
-  micro-batches at once (their inputs sit in [N, T, ·] buffers), deferred into the
+  micro-batches at once (their inputs sit in [ΣT, ·] buffers), deferred into the
   next segment so they overlap the last micro-batch's all-reduce; last ``embed_bwd(b)``.
 
-Each micro-batch has one pending collective at a time (``wait(b)`` waits for it).
+Each micro-batch has one pending collective at a time (``wait(b)`` waits for it), or
+with Domino's column split (``col_splits`` K > 1, ``--col-splits``) the K all-reduces
+of one partial sum's column chunks: ``forward`` / ``dgrad`` compute chunk 0 (the
+segment's last GEMM), ``out_chunk(b, k)`` chunk k (one GEMM, its own segment), each
+``launch(b, ...)`` the all-reduce of the next chunk computed, and ``wait(b)`` waits for
+all of them, right before their first use (the next unit's residual / norm backward,
+which read every column).
+
+**The chunks' layout** (``units.chunk_buffer``): chunk k of a [T, d] partial sum is
+slot k of a [K, T, d/K] buffer, so every chunk is contiguous for its all-reduce and
+its GEMM writes it in place (``torch.mm(out=buf[k])``, w's columns as a strided view:
+no copy of the weight, none of the activation). The consumer reads the [T, d] through
+the strided view ``buf.transpose(0, 1)``: in forward the next unit's residual add does
+(``units.residual_add``: its reads are runs of d/K contiguous elements; the sum is a
+new contiguous [T, d], as without the split), so the forward costs nothing extra. In
+backward the norm backward reads the reduced input gradient: eager, ``units.joined``
+copies it into a contiguous [T, d] first (one elementwise copy of T·d per unit and
+micro-batch: the fused norm-backward kernel takes contiguous rows); under
+``--compile`` inductor reads the view inside the norm backward's kernel, no copy. (The
+transposed product a^T = w_out x^T, chunks as row blocks of a [d, T] buffer, would
+also be contiguous, but every consumer would read [T, d] transposed: one stride-T
+access per element, worse on a GPU than d/K-long runs.)
+
 A unit's norm-weight gradient is overwritten by the first micro-batch the schedule
 runs through that unit in backward and accumulated by the others.
 """
@@ -42,30 +64,59 @@ class LayerActs:
 
 
 class AllReduceStep(StepBase):
-    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor, n: int) -> None:
-        super().__init__(runner, tokens, targets, n)
+    def __init__(self, runner, tokens: torch.Tensor, targets: torch.Tensor,
+                 sizes: tuple[int, ...]) -> None:  # fmt: skip
+        super().__init__(runner, tokens, targets, sizes)
+        n = self.n
+        self.col_splits: int = runner.col_splits  # K: column chunks of each partial sum
         self.cur: list = [None] * n  # b -> (h, y): the next unit's input is h + y
-        self.out: list = [None] * n  # b -> (key, the partial sums to all-reduce next)
-        self.work: list[Pending | None] = [None] * n  # b -> its pending all-reduce
+        # b -> (key, the partial sums to all-reduce next: [T, d], or K > 1 its chunk buffer)
+        self.out: list = [None] * n
+        self.src: list = [None] * n  # b -> (segment name, unit, GEMM input, weight, transpose)
+        self.made: list[int] = [0] * n  # b -> chunks of out[b] computed so far
+        self.sent: list[int] = [0] * n  # b -> chunks of out[b] launched so far
+        self.work: list[list[Pending]] = [[] for _ in range(n)]  # b -> its pending all-reduces
         self.g: list = [None] * n  # b -> d loss / d (output of the unit in backward)
         self.pend: list = [None] * n  # b -> (dn, h, rstd, w_norm, grad, first) of the unit above
         self.acts: dict[tuple[int, int], LayerActs] = {}  # (unit, b)
 
+    def _partial(self, b: int, key, t, src) -> None:
+        """Micro-batch b's next partial sums (chunk 0 computed) and their chunks' source."""
+        self.out[b], self.src[b] = (key, t), src
+        self.made[b], self.sent[b] = 1, 0
+
     # -- collectives ---------------------------------------------------------------------
     def launch(self, b: int, *, async_op: bool) -> None:
-        """All-reduce micro-batch b's partial sums (forward: ``a``; backward: ``dn``)."""
+        """All-reduce micro-batch b's partial sums (forward: ``a``; backward: ``dn``); with
+        the column split, its next chunk computed (key + (k,))."""
         key, t = self.out[b]
-        self.work[b] = self.ex.launch(key, "all_reduce", t, async_op=async_op)
+        if self.col_splits > 1:
+            k = self.sent[b]
+            assert k < self.made[b], f"chunk {k} of {key} launched before it is computed"
+            self.sent[b] = k + 1
+            key, t = key + (k,), t[k]
+        self.work[b].append(self.ex.launch(key, "all_reduce", t, async_op=async_op))
 
     def wait(self, b: int) -> None:
-        """Wait for micro-batch b's pending all-reduce (right before its first use)."""
-        self.ex.wait(self.work[b])
-        self.work[b] = None
+        """Wait for micro-batch b's pending all-reduces (right before their first use)."""
+        for p in self.work[b]:
+            self.ex.wait(p)
+        self.work[b] = []
+
+    def out_chunk(self, b: int, k: int) -> None:
+        """Chunk k of micro-batch b's partial sums (Domino's column split): one GEMM, its
+        own segment, so the all-reduce of chunk k − 1 runs while it computes."""
+        assert k == self.made[b] < self.col_splits, (b, k, self.made[b])
+        name, i, x_all, w, transpose = self.src[b]
+        _, buf = self.out[b]
+        self.ex.run((name, i, b, k), S.seg_out_chunk, x_all, self.rows[b], w, buf, k, transpose,
+                    keep=0)  # fmt: skip
+        self.made[b] = k + 1
 
     # -- forward -------------------------------------------------------------------------
     def embed(self, b: int) -> None:
         w_emb = self.embedding.weights[0]
-        (h,) = self.ex.run(("emb", 0, b), S.seg_embed, self.tok[b], w_emb, 0, self.T)
+        (h,) = self.ex.run(("emb", 0, b), S.seg_embed, self.tok[b], w_emb, 0, self.T[b])
         self.cur[b] = (h, None)
 
     def forward(self, u: Unit, b: int) -> None:
@@ -76,34 +127,35 @@ class AllReduceStep(StepBase):
         w_norm, w_in, w_out = u.weights
         a, h, rstd, n_all, x_all, *core = self.ex.run(
             ("F", u.index, b), S.seg_fwd, u.kind, h, y, w_norm, w_in, w_out, self.rope,
-            self.b_mb, self.dims, self.n, b, self.xs.get(u.index),
+            self.b_mb[b], self.dims, self.rows[b], self.xs.get(u.index), self.col_splits,
         )  # fmt: skip
         self.xs[u.index] = (n_all, x_all)
         self.acts[u.index, b] = LayerActs(h=h, rstd=rstd, core=tuple(core))
-        self.out[b] = (("y", u.index, b), a)
+        self._partial(b, ("y", u.index, b), a, ("Y", u.index, x_all, w_out, True))
         self.cur[b] = (h, a)
 
     # -- backward ------------------------------------------------------------------------
     def dgrad(self, u: Unit, b: int) -> None:
         first = self._first(u.index)
         if isinstance(u, Head):
-            dn, self.gs[u.index] = self._head_dgrad(b)
+            dn, dl_all = self._head_dgrad(b, cols=self.col_splits)
+            self.gs[u.index] = dl_all
             a = self.head_acts.pop(b)
-            w_norm = u.weights[0]
+            w_norm, w_out = u.weights
             self.pend[b] = (dn, a.h, a.rstd, w_norm, w_norm.grad, first)
-            self.out[b] = (("dn", u.index, b), dn)
+            self._partial(b, ("dn", u.index, b), dn, ("DN", u.index, dl_all, w_out, False))
             return
         w_norm, w_in, w_out = u.weights
         a = self.acts.pop((u.index, b))
         dn, g_all, dy_all, gb = self.ex.run(
             ("D", u.index, b), S.seg_dgrad, u.kind, self.g[b], self.pend[b], a.core, w_in,
-            w_out, self.rope_conj, self.b_mb, self.dims, self.n, b, self.gs.get(u.index),
-            pre=self._take_pre(),
+            w_out, self.rope_conj, self.b_mb[b], self.dims, self.rows[b], self.gs.get(u.index),
+            self.col_splits, pre=self._take_pre(),
         )  # fmt: skip
         self.gs[u.index] = (g_all, dy_all)
         self.g[b] = gb
         self.pend[b] = (dn, a.h, a.rstd, w_norm, w_norm.grad, first)
-        self.out[b] = (("dn", u.index, b), dn)
+        self._partial(b, ("dn", u.index, b), dn, ("DN", u.index, dy_all, w_in, False))
 
     def wgrad(self, u: Unit) -> None:
         """u's weight gradients over all micro-batches, deferred into the next segment."""

@@ -283,10 +283,21 @@ def block_sizes(cfg: RunConfig) -> list[int]:
     return [k] * (cfg.timed_steps // k) + ([cfg.timed_steps % k] if cfg.timed_steps % k else [])
 
 
+def _splits_text(cfg: RunConfig, mode: str) -> str:
+    """'2', '2 (3+1)' with --split-sizes, '2 x 4 col' with --col-splits."""
+    text = str(cfg.splits_for(mode))
+    sizes = cfg.split_sizes_for(mode)
+    if sizes is not None:
+        text += f" ({'+'.join(map(str, sizes))})"
+    if cfg.col_splits_for(mode) > 1:
+        text += f" x {cfg.col_splits_for(mode)} col"
+    return text
+
+
 def _header(cfg: RunConfig, mode: str) -> str:
     return (
         f"[domino-prof] mode {mode}: {cfg.model.name}, tp {cfg.tp}, seq {cfg.seq}, "
-        f"mbs {cfg.mbs}, splits {cfg.splits_for(mode)}, "
+        f"mbs {cfg.mbs}, splits {_splits_text(cfg, mode)}, "
         f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
         f"{', compiled' if cfg.compile else ''}"
         f"{', rank 0 of tp ' + str(cfg.tp) + ', emulated comm' if cfg.emulated else ''}"
@@ -393,6 +404,29 @@ def _inject_fault(rank: int) -> None:
         time.sleep(10**6)
 
 
+def pg_options(cfg: RunConfig, dist_module=dist):
+    """The NCCL process group's options, or None for the defaults: a high-priority
+    stream (``--high-priority-comm``) and every collective on exactly ``--comm-ctas`` N
+    CTAs (NCCL's ``min_ctas = max_ctas = N``: its config, set when the group is created;
+    ``launcher.check_torch_knobs`` checked that this torch has them)."""
+    if not cfg.high_priority_comm and cfg.comm_ctas is None:
+        return None
+    opts = dist_module.ProcessGroupNCCL.Options()
+    if cfg.high_priority_comm:  # collectives on a high-priority stream (see README)
+        opts.is_high_priority_stream = True
+    if cfg.comm_ctas is not None:
+        opts.config.min_ctas = cfg.comm_ctas
+        opts.config.max_ctas = cfg.comm_ctas
+    return opts
+
+
+def set_sm_carveout(cfg: RunConfig, torch_module=torch) -> None:
+    """``--sm-carveout N``: GEMMs leave N SMs free (torch's experimental carveout, read by
+    cuBLAS and inductor); set once per process, before any runner is built."""
+    if cfg.sm_carveout is not None:
+        torch_module._C._set_sm_carveout_experimental(cfg.sm_carveout)
+
+
 def worker(cfg: RunConfig, out: Path) -> int:
     """The body every rank runs. Returns a process exit code."""
     # torch.profiler imports torch.distributed.nn lazily; imported after init, that
@@ -420,11 +454,8 @@ def worker(cfg: RunConfig, out: Path) -> int:
     elif use_cuda:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        kw = {}
-        if cfg.high_priority_comm:  # collectives on a high-priority stream (see README)
-            opts = dist.ProcessGroupNCCL.Options()
-            opts.is_high_priority_stream = True
-            kw["pg_options"] = opts
+        opts = pg_options(cfg)
+        kw = {} if opts is None else {"pg_options": opts}
         dist.init_process_group(
             backend, timeout=timedelta(seconds=cfg.timeout_s), device_id=device, **kw
         )
@@ -441,6 +472,8 @@ def worker(cfg: RunConfig, out: Path) -> int:
             )
             return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
+    if use_cuda:
+        set_sm_carveout(cfg)
     # the attention kernel decided here, eagerly: under --compile the first call would
     # otherwise be traced, and torch.backends.cudnn.is_available() breaks the graph
     units.attention_kernel(device, DTYPES.get(cfg.dtype))

@@ -297,7 +297,8 @@ def attn_fwd(n, wqkv, wo, rope, b: int, dims: Dims, o2_out=None):
     o2 = _bshd_to_tokens(o.transpose(1, 2), dims)  # [T, Hl·D]
     if o2_out is not None:
         o2 = o2_out.copy_(o2)
-    a = o2 @ wo.t()  # [T, d]  row-parallel: partial over ranks
+    # [T, d]  row-parallel: partial over ranks (wo None: the column split's chunks)
+    a = None if wo is None else o2 @ wo.t()
     return a, (q, k, v, o, o2) + tuple(ctx)
 
 
@@ -318,7 +319,7 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     dqkv = _bshd_to_tokens(dqkv, dims)  # [T, (Hl + 2Kl)·D]
     if dqkv_out is not None:
         dqkv = dqkv_out.copy_(dqkv)
-    dn = dqkv @ wqkv  # [T, d]  partial over ranks
+    dn = None if wqkv is None else dqkv @ wqkv  # [T, d]  partial over ranks
     return dn, dqkv, o2
 
 
@@ -340,7 +341,7 @@ def mlp_fwd(n, w13, w2, dims: Dims, p_out=None):
     g, u = gu[:, :F], gu[:, F:]
     s = torch.nn.functional.silu(g)  # [T, Fl]
     p = s * u if p_out is None else torch.mul(s, u, out=p_out)  # [T, Fl]
-    a = p @ w2.t()  # [T, d]  row-parallel: partial over ranks
+    a = None if w2 is None else p @ w2.t()  # [T, d]  row-parallel: partial over ranks
     return a, (gu, s, p)
 
 
@@ -359,7 +360,7 @@ def mlp_dgrad(da, saved, w13, w2, dims: Dims, dgu_out=None):
         dgu = torch.empty_like(gu) if dgu_out is None else dgu_out  # [T, 2Fl]
         torch.ops.aten.silu_backward(dp * u, g, grad_input=dgu[:, :F])  # d gate
         torch.mul(dp, s, out=dgu[:, F:])  # d up
-    dn = dgu @ w13  # [T, d]  partial over ranks
+    dn = None if w13 is None else dgu @ w13  # [T, d]  partial over ranks
     return dn, dgu, p
 
 
@@ -400,13 +401,56 @@ def head_loss(stats, denom: float):
     return (s.log() - tl).sum() / denom, (1.0 / denom) / s
 
 
-def head_dgrad(e, r, idx, in_shard, w_out, denom: float, dl_out=None):
+def head_dgrad(e, r, idx, in_shard, w_out, denom: float, dl_out=None, with_dn: bool = True):
     """d loss / d logits = (softmax − onehot) / denom, computed in place on e, then
-    dn = dlogits w_out: [T, d] *partial over ranks*. Returns (dn, dlogits)."""
+    dn = dlogits w_out: [T, d] *partial over ranks*. Returns (dn, dlogits); dn None
+    without ``with_dn`` (the column split computes it in chunks: :func:`chunk_mm`)."""
     e.mul_(r[:, None])  # softmax / denom
     e.scatter_add_(1, idx[:, None], (in_shard.to(e.dtype) * (-1.0 / denom))[:, None])
     dl = e.to(w_out.dtype) if dl_out is None else dl_out.copy_(e)  # [T, Vl]
-    return dl @ w_out, dl
+    return (dl @ w_out if with_dn else None), dl
+
+
+# --- Domino's column split: a GEMM's output columns in K chunks -----------------------
+
+
+def chunk_buffer(x: torch.Tensor, width: int, K: int) -> torch.Tensor:
+    """The [K, T, width/K] buffer of a GEMM's K column chunks (x: its [T, ·] input).
+    Layout: each chunk is contiguous (what an all-reduce needs) and written by its GEMM
+    directly; the [T, width] tensor is the view ``buf.transpose(0, 1)`` as [T, K, width/K]
+    (:func:`residual_add` reads it so; :func:`joined` copies it)."""
+    return x.new_empty((K, x.shape[0], width // K))
+
+
+def chunk_mm(x: torch.Tensor, w: torch.Tensor, buf: torch.Tensor, k: int) -> torch.Tensor:
+    """buf[k] = chunk k of the output columns of x @ w: x [T, in] @ w[:, k·c:(k+1)·c]
+    ([in, c] strided columns of w [in, width], c = width/K: no copy of the weight), one
+    GEMM into its contiguous slot. Forward: w = w_out.t() (row-parallel output); backward:
+    w = w_in (the column-parallel input gradient) or the LM head's weight."""
+    c = buf.shape[-1]
+    return torch.mm(x, w[:, k * c : (k + 1) * c], out=buf[k])
+
+
+def residual_add(h: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
+    """h + y for the residual stream: y [T, d], or a [K, T, d/K] chunk buffer read
+    through its strided view (runs of d/K contiguous elements; no copy of y). The sum is
+    laid out as h, contiguous [T, d]."""
+    if y is None:
+        return h
+    if y.dim() == 2:
+        return h + y
+    K, T, c = y.shape
+    return (h.view(T, K, c) + y.transpose(0, 1)).reshape(T, K * c)
+
+
+def joined(t: torch.Tensor) -> torch.Tensor:
+    """A [K, T, d/K] chunk buffer as the contiguous [T, d] it stands for: one copy of
+    [T, d] (eager; under ``torch.compile`` inductor reads the strided view inside the
+    consumer's kernel instead). A [T, d] tensor is returned as it is."""
+    if t.dim() == 2:
+        return t
+    K, T, c = t.shape
+    return t.transpose(0, 1).reshape(T, K * c)
 
 
 def head_wgrad(dl, n, w_out_grad, first: bool) -> None:

@@ -1,0 +1,509 @@
+"""`domino-prof tune`: sweep Domino's schedule knobs, rank them by the fraction of the
+no-comm bound they reach, and print the winning flags.
+
+For one model / tp / seq / mbs (the same options as `run`), the grid (``--grid KEY=V,...``,
+repeatable; every combination is a candidate) ranges over ``splits``, ``col_splits``,
+``split_sizes`` (``even`` or ``3:1``-style sizes that sum to --mbs; sizes set the
+micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default`` or N) and
+``cuda_graphs`` (``off``/``on``). Each candidate is one `run` (the same launcher and run
+directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm and, once registered,
+domino-nocomm. tp takes none of the split knobs: it is timed once at each of its own
+settings (``comm_ctas`` x ``cuda_graphs``, riding in the first candidate run that has
+those settings) and the fastest is the reference, never a tp slowed by the candidate's
+knob.
+
+The ranking key is domino / nocomm: nocomm's timed step over domino's (the fraction of
+the no-comm bound, paired by block inside the candidate's run, with its 95% interval).
+domino / best tp is best tp's step over domino's, from two runs: unpaired, no interval.
+The limits decomposition is the candidate run's ``limits`` (analysis.limits) when it has
+one. ``OUT/tune.json`` keeps every candidate; the winner is printed as a ready-to-paste
+`run` command line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from domino_prof.commands._common import user_errors
+from domino_prof.commands.run import _check_out, _opt, _positive
+from domino_prof.errors import ConfigError, RunError
+from domino_prof.reference_model import modes as _modes
+from domino_prof.rundata import mode_ratio
+
+TUNE_SCHEMA = "domino-prof/tune"
+TUNE_VERSION = 1
+DEFAULT_TOP = 5
+# a candidate's few timed steps (raise with --steps / --block-steps)
+TUNE_STEPS, TUNE_BLOCK, TUNE_WARMUP, TUNE_PROFILE = 40, 4, 2, 1
+
+
+# --- the grid --------------------------------------------------------------------------------
+def _int_value(key: str, v: str) -> int:
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(f"--grid {key}: {v!r} is not a whole number") from None
+
+
+def _sizes_value(key: str, v: str) -> tuple[int, ...] | None:
+    if v == "even":
+        return None
+    try:
+        return tuple(int(x) for x in v.split(":"))
+    except ValueError:
+        raise ConfigError(
+            f"--grid {key}: {v!r} is neither 'even' nor sizes like 3:1 (sequences per "
+            "micro-batch, ':'-separated)"
+        ) from None
+
+
+def _ctas_value(key: str, v: str) -> int | None:
+    return None if v == "default" else _int_value(key, v)
+
+
+def _bool_value(key: str, v: str) -> bool:
+    on = {"on": True, "true": True, "1": True, "yes": True}
+    off = {"off": False, "false": False, "0": False, "no": False}
+    if v.lower() not in {**on, **off}:
+        raise ConfigError(f"--grid {key}: {v!r} is not on or off")
+    return {**on, **off}[v.lower()]
+
+
+# key -> (parser of one value, the value when the grid does not name the key: run's default)
+GRID_KEYS = {
+    "splits": (_int_value, 2),
+    "col_splits": (_int_value, 1),
+    "split_sizes": (_sizes_value, None),
+    "comm_ctas": (_ctas_value, None),
+    "cuda_graphs": (_bool_value, False),
+}
+TP_KEYS = ("comm_ctas", "cuda_graphs")  # the knobs tp takes (its own best is the reference)
+
+
+def parse_grid(items: list[str] | None) -> dict[str, list]:
+    """``--grid KEY=V1,V2`` options -> {key: [values]} over every key of GRID_KEYS (a key
+    not given: run's default alone). One ConfigError line for a malformed item, an
+    unknown or repeated key, or a bad value."""
+    grid: dict[str, list] = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key or not values.strip():
+            raise ConfigError(
+                f"--grid {item!r} is not KEY=V1,V2,...; e.g. --grid splits=1,2 --grid "
+                "col_splits=1,2,4"
+            )
+        if key not in GRID_KEYS:
+            raise ConfigError(f"--grid {item!r}: unknown key {key!r}; keys: {', '.join(GRID_KEYS)}")
+        if key in grid:
+            raise ConfigError(f"--grid {key} given twice; give all its values in one: "
+                              f"--grid {key}=A,B")  # fmt: skip
+        parse = GRID_KEYS[key][0]
+        vals = [parse(key, v.strip()) for v in values.split(",")]
+        grid[key] = list(dict.fromkeys(vals))  # in order, repeats dropped
+    return {k: grid.get(k, [default]) for k, (_, default) in GRID_KEYS.items()}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One candidate's knobs (the effective ones: sizes set the micro-batches)."""
+
+    splits: int
+    col_splits: int
+    split_sizes: tuple[int, ...] | None
+    comm_ctas: int | None
+    cuda_graphs: bool
+
+    def fields(self) -> dict:
+        return {"splits": self.splits, "col_splits": self.col_splits,
+                "split_sizes": self.split_sizes, "comm_ctas": self.comm_ctas,
+                "cuda_graphs": self.cuda_graphs}  # fmt: skip
+
+    def tp(self) -> tuple:
+        return (self.comm_ctas, self.cuda_graphs)
+
+    def text(self) -> str:
+        """'splits 2 (3+1), col 2, ctas 8, graphs'."""
+        s = f"splits {self.splits}"
+        if self.split_sizes is not None:
+            s += f" ({'+'.join(map(str, self.split_sizes))})"
+        s += f", col {self.col_splits}"
+        if self.comm_ctas is not None:
+            s += f", ctas {self.comm_ctas}"
+        return s + (", graphs" if self.cuda_graphs else "")
+
+    def slug(self) -> str:
+        s = f"splits{self.splits}"
+        if self.split_sizes is not None:
+            s += "_" + "-".join(map(str, self.split_sizes))
+        s += f"-col{self.col_splits}"
+        if self.comm_ctas is not None:
+            s += f"-ctas{self.comm_ctas}"
+        return s + ("-graphs" if self.cuda_graphs else "")
+
+    def flags(self) -> list[str]:
+        f = ["--splits", str(self.splits)]
+        if self.split_sizes is not None:
+            f += ["--split-sizes", ",".join(map(str, self.split_sizes))]
+        if self.col_splits != 1:
+            f += ["--col-splits", str(self.col_splits)]
+        if self.comm_ctas is not None:
+            f += ["--comm-ctas", str(self.comm_ctas)]
+        return f + (["--cuda-graphs"] if self.cuda_graphs else [])
+
+
+def candidates(grid: dict[str, list]) -> list[Settings]:
+    """Every combination of the grid, in grid order, repeats (the same effective knobs)
+    dropped: sizes set the micro-batches, so with sizes the ``splits`` value is theirs."""
+    out: dict[Settings, None] = {}
+    keys = list(GRID_KEYS)
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        v = dict(zip(keys, combo))
+        sizes = v["split_sizes"]
+        splits = len(sizes) if sizes is not None else v["splits"]
+        out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
+                                v["cuda_graphs"]), None)  # fmt: skip
+    return list(out)
+
+
+def tune_modes() -> tuple[str, ...]:
+    """A candidate's modes: domino, nocomm and domino-nocomm when registered (in the
+    registry's order, as `run --mode all`)."""
+    return tuple(n for n in _modes.names() if n in ("domino", "nocomm", "domino-nocomm"))
+
+
+# --- a candidate's numbers, from its run.json -------------------------------------------------
+def _row(run: dict, mode: str) -> dict:
+    return next((r for r in run.get("comparison") or [] if r.get("mode") == mode), {})
+
+
+LIMIT_KEYS = ("gap_ms", "exposed_comm_ms", "overlap_tax_ms", "host_ms", "rest_ms")
+
+
+def candidate_numbers(run: dict) -> dict:
+    """What tune reads from a candidate's run.json: domino's timed step and interval,
+    domino / nocomm (``comparison``'s ``frac_of_nocomm`` and interval), domino /
+    domino-nocomm (paired blocks) and the limits decomposition."""
+    m = (run.get("modes") or {}).get("domino") or {}
+    row = _row(run, "domino")
+    dn = mode_ratio(run.get("modes") or {}, "domino", "domino-nocomm")
+    lim = run.get("limits")
+    return {
+        "domino_step_ms": m.get("step_ms"),
+        "domino_step_ms_interval": m.get("step_ms_interval"),
+        "frac_of_nocomm": row.get("frac_of_nocomm"),
+        "frac_of_nocomm_interval": [row.get("frac_of_nocomm_low"), row.get("frac_of_nocomm_high")],
+        "of_domino_nocomm": dn.value if dn is not None else None,
+        "limits": {k: lim.get(k) for k in LIMIT_KEYS} if lim else None,
+    }
+
+
+def summarise(cands: list[dict], tps: list[dict]) -> tuple[list[dict], dict | None]:
+    """Rank the candidates (in place: ``rank``, ``vs_best_tp``) by domino / nocomm, the
+    best first, failed and skipped ones unranked; returns (ranked, the best tp entry)."""
+    timed = [t for t in tps if t.get("step_ms")]
+    best_tp = min(timed, key=lambda t: t["step_ms"]) if timed else None
+    for c in cands:
+        d = c.get("domino_step_ms")
+        c["vs_best_tp"] = best_tp["step_ms"] / d if best_tp and d else None
+    ok = [c for c in cands if c["status"] == "ok" and c.get("frac_of_nocomm") is not None]
+    ranked = sorted(ok, key=lambda c: -c["frac_of_nocomm"])
+    for i, c in enumerate(ranked):
+        c["rank"] = i + 1
+    for c in cands:
+        c.setdefault("rank", None)
+    return ranked, best_tp
+
+
+# --- printing ----------------------------------------------------------------------------------
+def _ci(v, lo_hi, spec: str) -> str:
+    if v is None:
+        return "n/a"
+    lo, hi = (lo_hi or [None, None])[:2]
+    return format(v, spec) + ("" if lo is None or hi is None else
+                              f" [{format(lo, spec)}, {format(hi, spec)}]")  # fmt: skip
+
+
+def _limits_text(lim: dict | None) -> str:
+    if not lim:
+        return "n/a"
+    parts = [f"gap {lim['gap_ms']:.2f}", f"exposed {lim['exposed_comm_ms']:.2f}"]
+    for key, name in (("overlap_tax_ms", "tax"), ("host_ms", "host")):
+        if lim.get(key) is not None:
+            parts.append(f"{name} {lim[key]:.2f}")
+    parts.append(f"rest {lim['rest_ms']:.2f}")
+    return ", ".join(parts)
+
+
+def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str):
+    from rich.table import Table
+
+    dn = any(c.get("of_domino_nocomm") is not None for c in ranked)
+    t = Table(title=title, caption=(
+        "domino / nocomm: nocomm's timed step over domino's (the ranking key, 95% interval "
+        "over paired blocks); domino / best tp: "
+        + (f"tp's best ({best_tp['settings_text']}, {best_tp['step_ms']:.2f} ms) over "
+           "domino's, two runs, no interval" if best_tp else "no tp timed")
+        + "; limits: ms per profiled step"))  # fmt: skip
+    for h in ["#", "settings", "domino ms", "domino / nocomm", *(["domino / domino-nocomm"] if dn
+              else []), "domino / best tp", "limits (ms)"]:  # fmt: skip
+        t.add_column(h, justify="left" if h in ("settings", "limits (ms)") else "right",
+                     no_wrap=h == "settings")
+    for c in ranked[:top]:
+        cells = [str(c["rank"]), c["settings_text"],
+                 _ci(c["domino_step_ms"], c["domino_step_ms_interval"], ".2f"),
+                 _ci(c["frac_of_nocomm"], c["frac_of_nocomm_interval"], ".3f")]  # fmt: skip
+        if dn:
+            v = c.get("of_domino_nocomm")
+            cells.append("n/a" if v is None else f"{v:.3f}")
+        v = c.get("vs_best_tp")
+        cells += ["n/a" if v is None else f"{v:.3f}", _limits_text(c.get("limits"))]
+        t.add_row(*cells)
+    return t
+
+
+def run_command(base_flags: list[str], s: Settings) -> str:
+    return shlex.join(["domino-prof", "run", *base_flags, *s.flags(), "--mode", "domino"])
+
+
+# --- the command ----------------------------------------------------------------------------
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @user_errors
+    def tune(
+        grid: list[str] = typer.Option(None, "--grid", metavar="KEY=V1,V2", help=(
+            "A swept knob and its values, repeatable; the candidates are every "
+            "combination. Keys: splits (N), col_splits (K), split_sizes (even or sizes "
+            "such as 3:1, summing to --mbs), comm_ctas (default or N), cuda_graphs (off, "
+            "on). A key not given keeps run's default.")),  # fmt: skip
+        tp: int = _opt("tp"),
+        seq: int = _opt("seq"),
+        model: str = _opt("model"),
+        mbs: int = _opt("mbs"),
+        layers: int = typer.Option(0, help="Override the preset's layer count (0: keep)."),
+        device: str = _opt("device"),
+        dtype: str = _opt("dtype"),
+        comm: str = _opt("comm"),
+        comm_profile: str = _opt("comm_profile", metavar="NAME|FILE"),
+        attention: str = _opt("attention"),
+        compile: bool = _opt("compile"),
+        high_priority_comm: bool = _opt("high_priority_comm"),
+        sm_carveout: int = _opt("sm_carveout"),
+        seed: int = _opt("seed"),
+        timed_steps: int = typer.Option(TUNE_STEPS, "--steps", help="Timed steps per mode "
+                                        "of each candidate (few, for speed; raise for "
+                                        "tighter intervals)."),  # fmt: skip
+        block_steps: int = typer.Option(TUNE_BLOCK, "--block-steps", help="Timed steps per "
+                                        "block (each block's median: one sample of the 95% "
+                                        "intervals)."),  # fmt: skip
+        warmup_steps: int = typer.Option(TUNE_WARMUP, "--warmup", help="Warm-up steps per mode."),
+        profile_steps: int = typer.Option(TUNE_PROFILE, "--profile-steps",
+                                          help="Profiled steps per mode."),  # fmt: skip
+        timeout_s: float = _opt("timeout_s", callback=_positive),
+        top: int = typer.Option(DEFAULT_TOP, "--top", help="Candidates shown (tune.json keeps "
+                                "all)."),  # fmt: skip
+        analyze: bool = typer.Option(True, help="Analyse each candidate's traces (run.json's "
+                                     "limits decomposition)."),  # fmt: skip
+        out: Path = typer.Option(None, "-o", "--output", "--out", metavar="DIR", help=(
+            "Directory of the candidates' run directories and tune.json [default: "
+            "runs/<time>-tune-<model>-tp<N>].")),  # fmt: skip
+    ) -> None:
+        """Sweep Domino's knobs; rank candidates by the fraction of the no-comm bound.
+
+        Each candidate is a `run` of domino + nocomm (+ domino-nocomm) under OUT; tp is
+        timed at each of its own settings and its best is the reference. Prints the best
+        few, writes OUT/tune.json and the winner's `run` command line."""
+        from domino_prof.reference_model import launcher
+        from domino_prof.reference_model.config import RunConfig
+
+        if top < 1:
+            raise ConfigError(f"--top must be >= 1, got {top}")
+        if launcher.under_torchrun():
+            raise ConfigError("`domino-prof tune` starts each candidate's ranks itself; run it "
+                              "without torchrun")  # fmt: skip
+        cands = candidates(parse_grid(grid))
+        base = {"model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,
+                "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
+                "attention": attention, "compile": compile,
+                "high_priority_comm": high_priority_comm, "sm_carveout": sm_carveout,
+                "seed": seed, "timed_steps": timed_steps, "block_steps": block_steps,
+                "warmup_steps": warmup_steps, "profile_steps": profile_steps,
+                "timeout_s": timeout_s}  # fmt: skip
+        device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
+        plan = _plan(cands, base, device, RunConfig)
+        for cfg in (p["cfg"] for p in plan if p["cfg"] is not None):
+            launcher.check_torch_knobs(cfg)
+        first = next(p["cfg"] for p in plan if p["cfg"] is not None)
+        if first.emulated:
+            import importlib.util
+
+            if importlib.util.find_spec("triton") is None:
+                raise ConfigError("--comm emulate needs Triton (its collectives are Triton "
+                                  "kernels): pip install triton")  # fmt: skip
+        if out is None:
+            out = Path("runs") / (f"{time.strftime('%Y%m%d-%H%M%S')}-tune-{first.model.name}"
+                                  f"-tp{tp}")  # fmt: skip
+        _check_out(out)
+        from domino_prof import runs
+
+        with runs.claim(out):
+            doc = _sweep(plan, out, analyze=analyze, first=first)
+            doc["base_flags"] = _base_flags(first, layers=layers)
+            _finish(doc, out, top=top)
+
+
+def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dict]:
+    """Every run to make: each candidate's validated config (or why it is skipped), tp
+    added to the first candidate of each tp setting; a tp setting no valid candidate has
+    gets a run of its own. A grid value refused in every candidate it is in is a mistake
+    of the grid: its one ConfigError line."""
+    plan, errors = [], {}
+    for i, s in enumerate(cands):
+        try:
+            cfg = RunConfig.from_options(device=device, modes=tune_modes(), **base, **s.fields())
+            why = None
+        except ConfigError as e:
+            cfg, why = None, str(e)
+        plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
+                     "tp": False})  # fmt: skip
+        errors[s] = why
+    for key in ("splits", "col_splits", "split_sizes", "comm_ctas", "cuda_graphs"):
+        for v in {getattr(s, key) for s in cands}:
+            these = [errors[s] for s in cands if getattr(s, key) == v]
+            if all(these):
+                raise ConfigError(these[0])
+    tp_plan = []
+    for ts in dict.fromkeys(s.tp() for s in cands):
+        host = next((p for p in plan if p["cfg"] is not None and p["settings"].tp() == ts), None)
+        if host is not None:
+            host["tp"] = True
+            host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes()))
+            continue
+        ctas, graphs = ts
+        s = Settings(1, 1, None, ctas, graphs)
+        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs}
+        cfg = RunConfig.from_options(device=device, modes=("tp",), **fields)
+        name = "tp" + ("" if ctas is None else f"-ctas{ctas}") + ("-graphs" if graphs else "")
+        tp_plan.append({"name": name, "settings": s, "cfg": cfg, "error": None, "tp": True,
+                        "tp_only": True})  # fmt: skip
+    return plan + tp_plan
+
+
+def _with_modes(cfg, names: tuple[str, ...]):
+    from dataclasses import replace
+
+    order = [n for n in _modes.names() if n in names]
+    return replace(cfg, modes=tuple(order))
+
+
+def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
+    """Run every planned run under ``out`` (the same launcher and run directory as
+    `run`); a failed run is kept with its error line and the sweep goes on."""
+    from domino_prof import runs
+    from domino_prof.reference_model import launcher
+    from domino_prof.reference_model.config import comm_info
+
+    cands, tps = [], []
+    todo = [p for p in plan if p["cfg"] is not None]
+    for n, p in enumerate(todo, 1):
+        cfg, d = p["cfg"], out / p["name"]
+        print(f"[domino-prof] tune {n}/{len(todo)}: {p['name']} ({', '.join(cfg.modes)})",
+              file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            with runs.claim(d, run_json=runs.incomplete_run(cfg)):
+                try:
+                    launcher.spawn_ranks(cfg, d)
+                    p["run"] = runs.assemble(cfg, d, analyze=analyze)
+                except KeyboardInterrupt:
+                    raise runs.Interrupted(d) from None
+        except RunError as e:
+            if isinstance(e, runs.Interrupted):
+                raise
+            p["error"] = str(e)
+            print(f"[domino-prof] tune: {p['name']} failed: {e}", file=sys.stderr, flush=True)
+    for p in plan:
+        s, run = p["settings"], p.get("run")
+        status = "skipped" if p["cfg"] is None else ("failed" if run is None else "ok")
+        if p["tp"]:
+            tm = ((run or {}).get("modes") or {}).get("tp") or {}
+            tps.append({"settings": {k: s.fields()[k] for k in TP_KEYS},
+                        "settings_text": _tp_text(s), "run_dir": p["name"],
+                        "step_ms": tm.get("step_ms"),
+                        "step_ms_interval": tm.get("step_ms_interval")})  # fmt: skip
+        if p.get("tp_only"):
+            continue
+        entry = {"name": p["name"], "run_dir": p["name"] if p["cfg"] is not None else None,
+                 "settings": s.fields(), "settings_text": s.text(), "status": status,
+                 "error": p["error"]}  # fmt: skip
+        entry.update(candidate_numbers(run) if run else candidate_numbers({}))
+        cands.append(entry)
+    ranked, best_tp = summarise(cands, tps)
+    return {"schema": TUNE_SCHEMA, "version": TUNE_VERSION, "config": first.to_dict(),
+            "modes": list(tune_modes()), "ranking": "frac_of_nocomm", "candidates": cands,
+            "tp": tps, "best_tp": best_tp, "ranked": [c["name"] for c in ranked],
+            "comm": comm_info(first)}  # fmt: skip
+
+
+def _tp_text(s: Settings) -> str:
+    parts = [f"ctas {s.comm_ctas}" if s.comm_ctas is not None else "default ctas"]
+    return ", ".join(parts + (["graphs"] if s.cuda_graphs else []))
+
+
+def _base_flags(cfg, *, layers: int) -> list[str]:
+    """The `run` flags of what every candidate shares (as resolved: model, seq, dtype)."""
+    f = ["--model", cfg.model.name]
+    if layers:
+        f += ["--layers", str(layers)]
+    f += ["--tp", str(cfg.tp), "--seq", str(cfg.seq), "--mbs", str(cfg.mbs), "--device",
+          cfg.device, "--dtype", cfg.dtype, "--comm", cfg.comm]  # fmt: skip
+    if cfg.emulated and cfg.comm_profile:
+        f += ["--comm-profile", cfg.comm_profile]
+    if cfg.attention != "auto":
+        f += ["--attention", cfg.attention]
+    f += ["--compile"] if cfg.compile else []
+    f += ["--high-priority-comm"] if cfg.high_priority_comm else []
+    if cfg.sm_carveout is not None:
+        f += ["--sm-carveout", str(cfg.sm_carveout)]
+    return f + ["--seed", str(cfg.seed)]
+
+
+def _finish(doc: dict, out: Path, *, top: int) -> None:
+    """The winner's command line into the document, tune.json written, the table and the
+    winner printed."""
+    from rich.console import Console
+
+    from domino_prof.io import atomic_write_json
+    from domino_prof.rundata import comm_label
+
+    by_name = {c["name"]: c for c in doc["candidates"]}
+    ranked = [by_name[n] for n in doc["ranked"]]
+    win = ranked[0] if ranked else None
+    if win is not None:
+        s = Settings(**{**win["settings"], "split_sizes": tuple(win["settings"]["split_sizes"])
+                        if win["settings"]["split_sizes"] else None})  # fmt: skip
+        doc["winner"] = {"name": win["name"], "settings": win["settings"], "flags": s.flags(),
+                         "command": run_command(doc["base_flags"], s)}  # fmt: skip
+    else:
+        doc["winner"] = None
+    atomic_write_json(out / "tune.json", doc)
+    cfg = doc["config"]
+    label = comm_label({"comm": doc.get("comm")})
+    title = "  ".join(x for x in (cfg["model"]["name"], f"tp {cfg['tp']}", f"seq {cfg['seq']}",
+                                  f"mbs {cfg['mbs']}", label or "") if x)  # fmt: skip
+    if ranked:
+        Console().print(tune_table(ranked, top=top, best_tp=doc["best_tp"], title=title))
+    for c in doc["candidates"]:
+        if c["status"] != "ok":
+            print(f"note: {c['name']} {c['status']}: {c['error']}", file=sys.stderr)
+    print(f"tune.json: {out / 'tune.json'} ({len(doc['candidates'])} candidates)",
+          file=sys.stderr)  # fmt: skip
+    if win is None:
+        raise RunError(f"no candidate was timed; see {out / 'tune.json'}")
+    print(f"winner ({win['settings_text']}): {doc['winner']['command']}")

@@ -1,0 +1,163 @@
+"""`domino-prof tune` (issue 34): a 2-candidate grid on the tiny preset at tp 2 (gloo, a
+few steps each), its table and tune.json checked against what the candidates' run.json
+files say, computed here independently (medians of the paired block ratios); the plan
+(tp once per tp setting, a combination the config refuses skipped), the summary of a
+run.json with a limits decomposition, and the grid's one-line errors."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from typer.testing import CliRunner
+
+from domino_prof.cli import app
+from domino_prof.commands import tune as T
+from domino_prof.reference_model import modes
+from test_output_errors import _one_line  # the one-line-error check, shared
+
+pytest.importorskip("torch")
+
+QUICK = ["--device", "cpu", "--steps", "4", "--block-steps", "2", "--warmup", "1",
+         "--profile-steps", "1", "--no-analyze"]  # fmt: skip
+
+
+def _medians(run: dict, mode: str) -> list[float]:
+    return [statistics.median(b) for b in run["modes"][mode]["blocks"]["steps"]]
+
+
+def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
+    out = tmp_path / "tune"
+    r = CliRunner().invoke(app, ["tune", *QUICK, "--mbs", "2", "--grid", "col_splits=1,2",
+                                 "--out", str(out)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "tune.json").read_text())
+    assert (doc["schema"], doc["version"], doc["ranking"]) == ("domino-prof/tune", 1,
+                                                               "frac_of_nocomm")  # fmt: skip
+    names = [c["name"] for c in doc["candidates"]]
+    assert names == ["c00-splits2-col1", "c01-splits2-col2"]
+    runs = {n: json.loads((out / n / "run.json").read_text()) for n in names}
+    want_modes = [m for m in ("domino", "nocomm", "domino-nocomm") if m in modes.MODES]
+    # tp rides in the first candidate run only (one tp setting: no comm_ctas, no graphs)
+    assert list(runs[names[0]]["modes"]) == [m for m in modes.names() if m in ["tp", *want_modes]]
+    assert list(runs[names[1]]["modes"]) == [m for m in modes.names() if m in want_modes]
+    assert [runs[n]["config"]["col_splits"] for n in names] == [1, 2]
+
+    # the numbers, recomputed from the run.json files
+    tp_step = statistics.median(_medians(runs[names[0]], "tp"))
+    frac = {}
+    for c in doc["candidates"]:
+        run = runs[c["name"]]
+        dom, noc = _medians(run, "domino"), _medians(run, "nocomm")
+        frac[c["name"]] = statistics.median([n / d for n, d in zip(noc, dom)])
+        step = statistics.median(dom)
+        assert c["status"] == "ok" and c["error"] is None
+        assert c["domino_step_ms"] == pytest.approx(step, rel=1e-12)
+        assert c["domino_step_ms_interval"] == run["modes"]["domino"]["step_ms_interval"]
+        assert c["frac_of_nocomm"] == pytest.approx(frac[c["name"]], rel=1e-12)
+        assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
+        assert c["limits"] is None  # --no-analyze (and a CPU nocomm has no trace to analyse)
+    assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False},
+                          "settings_text": "default ctas", "run_dir": names[0],
+                          "step_ms": pytest.approx(tp_step, rel=1e-12),
+                          "step_ms_interval": runs[names[0]]["modes"]["tp"]["step_ms_interval"]}]
+    order = sorted(names, key=lambda n: -frac[n])
+    assert doc["ranked"] == order
+    assert [c["rank"] for c in doc["candidates"]] == [order.index(n) + 1 for n in names]
+    win = doc["candidates"][names.index(order[0])]
+    assert doc["winner"]["name"] == order[0]
+    cmd = doc["winner"]["command"]
+    assert cmd.startswith("domino-prof run --model tiny --tp 2 --seq 128 --mbs 2 --device cpu")
+    assert cmd.endswith(" --splits 2" + (" --col-splits 2" if win["settings"]["col_splits"] == 2
+                                         else "") + " --mode domino")  # fmt: skip
+    # the printed table: one row per candidate, best first, its figures
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("│")]
+    assert len(rows) == 2
+    for ln, n in zip(rows, order):
+        c = doc["candidates"][names.index(n)]
+        cells = [x.strip() for x in ln.strip("│").split("│")]
+        assert cells[0] == str(order.index(n) + 1)
+        assert cells[1] == c["settings_text"]
+        assert cells[2].startswith(f"{c['domino_step_ms']:.2f}")
+        assert cells[3].startswith(f"{frac[n]:.3f}")
+        assert cells[-2] == f"{tp_step / c['domino_step_ms']:.3f}"
+    assert f"winner ({win['settings_text']}): {cmd}" in r.stdout
+
+
+def test_plan_puts_tp_once_per_tp_setting_and_skips_refused_combinations():
+    from domino_prof.reference_model.config import RunConfig
+
+    grid = T.parse_grid(["splits=1,2", "col-splits=1,2", "comm_ctas=default"])
+    cands = T.candidates(grid)
+    assert [c.slug() for c in cands] == ["splits1-col1", "splits1-col2", "splits2-col1",
+                                         "splits2-col2"]  # fmt: skip
+    base = {"mbs": 2, "tp": 2}
+    plan = T._plan(cands, base, "cpu", RunConfig)
+    assert [(p["name"], p["cfg"] is None, p["tp"]) for p in plan] == [
+        ("c00-splits1-col1", True, False), ("c01-splits1-col2", False, True),
+        ("c02-splits2-col1", False, False), ("c03-splits2-col2", False, False)]  # fmt: skip
+    assert "--splits must be >= 2 for domino" in plan[0]["error"]
+    assert plan[1]["cfg"].modes[0] == "tp" and plan[2]["cfg"].modes[0] != "tp"
+    # a value refused in every combination is a mistake of the grid: its one line
+    with pytest.raises(T.ConfigError, match="--splits must be >= 2 for domino"):
+        T._plan(T.candidates(T.parse_grid(["splits=1,2"])), base, "cpu", RunConfig)
+    # sizes set the micro-batches: splits does not multiply them
+    grid = T.parse_grid(["splits=2,4", "split_sizes=even,3:1"])
+    assert [c.text() for c in T.candidates(grid)] == [
+        "splits 2, col 1", "splits 2 (3+1), col 1", "splits 4, col 1"]  # fmt: skip
+
+
+def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
+    blocks = {"domino": [10.0, 11.0, 12.0], "nocomm": [8.0, 8.8, 9.0],
+              "domino-nocomm": [9.0, 9.9, 10.8]}  # fmt: skip
+    run = {
+        "modes": {m: {"step_ms": statistics.median(v), "step_ms_interval": [min(v), max(v)],
+                      "blocks": {"medians_ms": v}} for m, v in blocks.items()},
+        "comparison": [{"mode": "domino", "frac_of_nocomm": 0.8, "frac_of_nocomm_low": 0.75,
+                        "frac_of_nocomm_high": 0.82}],
+        "limits": {"gap_ms": 2.5, "exposed_comm_ms": 1.25, "overlap_tax_ms": None,
+                   "host_ms": 0.5, "rest_ms": 0.75, "text": "..."},
+    }  # fmt: skip
+    n = T.candidate_numbers(run)
+    assert n["domino_step_ms"] == 11.0 and n["domino_step_ms_interval"] == [10.0, 12.0]
+    assert (n["frac_of_nocomm"], n["frac_of_nocomm_interval"]) == (0.8, [0.75, 0.82])
+    assert n["of_domino_nocomm"] == pytest.approx(0.9)  # median of 9/10, 9.9/11, 10.8/12
+    assert n["limits"] == {"gap_ms": 2.5, "exposed_comm_ms": 1.25, "overlap_tax_ms": None,
+                           "host_ms": 0.5, "rest_ms": 0.75}  # fmt: skip
+    c = {"name": "c00", "status": "ok", "settings_text": "splits 2, col 2", **n}
+    tps = [{"settings_text": "ctas 8", "step_ms": 13.0}, {"settings_text": "default ctas",
+                                                         "step_ms": 12.1}]  # fmt: skip
+    ranked, best = T.summarise([c], tps)
+    assert best["step_ms"] == 12.1 and c["vs_best_tp"] == pytest.approx(12.1 / 11.0)
+    from rich.console import Console
+
+    con = Console(width=200, record=True)
+    con.print(T.tune_table(ranked, top=5, best_tp=best, title="t"))
+    text = " ".join(con.export_text().split())
+    assert "0.800 [0.750, 0.820]" in text and "0.900" in text and "1.100" in text
+    assert "gap 2.50, exposed 1.25, host 0.50, rest 0.75" in text
+    assert "tp's best (default ctas, 12.10 ms)" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--grid", "foo=1"], "--grid 'foo=1': unknown key 'foo'; keys: splits, col_splits, "
+         "split_sizes, comm_ctas, cuda_graphs"),
+        (["--grid", "splits"], "--grid 'splits' is not KEY=V1,V2,..."),
+        (["--grid", "splits=1,x"], "--grid splits: 'x' is not a whole number"),
+        (["--grid", "splits=2", "--grid", "splits=4"], "--grid splits given twice"),
+        (["--grid", "split_sizes=3-1"], "--grid split_sizes: '3-1' is neither 'even' nor sizes"),
+        (["--grid", "cuda_graphs=maybe"], "--grid cuda_graphs: 'maybe' is not on or off"),
+        (["--grid", "col_splits=3"], "--col-splits 3 does not divide the tiny model's dim (256)"),
+        (["--mbs", "4", "--grid", "split_sizes=3:2"], "--split-sizes 3,2 sums to 5 sequences"),
+        (["--grid", "cuda_graphs=on"], "--cuda-graphs needs --device cuda"),
+        (["--grid", "comm_ctas=8"], "--comm-ctas sets the CTAs of NCCL's"),
+        (["--top", "0"], "--top must be >= 1, got 0"),
+    ],
+)  # fmt: skip
+def test_bad_grids_are_one_line(args, needle, tmp_path):
+    r = CliRunner().invoke(app, ["tune", "--device", "cpu", *args, "--out", str(tmp_path / "t")])
+    assert needle in _one_line(r)
+    assert not (tmp_path / "t").exists()  # refused before any candidate ran
