@@ -67,7 +67,7 @@ def test_emulate_defaults_to_the_shipped_profile_of_R(tp):
     info = comm_info(c)
     assert info == {"kind": "emulated", "profile": f"h200-nvlink-tp{tp}", "profile_file": None,
                     "label": f"emulated comm (profile h200-nvlink-tp{tp})", "ranks": tp,
-                    "rank": 0}  # fmt: skip
+                    "rank": 0, "kernel": "paced", "ctas": None}  # fmt: skip
     assert info["label"] == label(f"h200-nvlink-tp{tp}")
 
 
@@ -309,7 +309,8 @@ def test_the_model_is_rank_0s_shard_of_tp_R(emulated_run):
 def test_run_json_has_the_comm_block_and_meaningless_losses(emulated_run):
     run = emulated_run["run"]
     assert run["comm"] == {"kind": "emulated", "profile": "h200-nvlink-tp2",
-                           "profile_file": None, "label": LABEL2, "ranks": 2, "rank": 0}  # fmt: skip
+                           "profile_file": None, "label": LABEL2, "ranks": 2, "rank": 0,
+                           "kernel": "paced", "ctas": None}  # fmt: skip
     assert run["backend"] == "emulated"
     assert run["config"]["comm_profile"] == "h200-nvlink-tp2"
     for mode, r in run["modes"].items():
@@ -331,7 +332,8 @@ def test_every_trace_of_an_emulated_run_is_marked(emulated_run):
     assert [f.name for f in files] == ["rank0.pt.trace.json.gz"] * len(MODES)  # one process
     for f in files:
         mark = json.loads(gzip.decompress(f.read_bytes()))["domino_prof"]
-        assert mark == comm_marker("h200-nvlink-tp2", ranks=2, rank=0)
+        assert mark == comm_marker("h200-nvlink-tp2", ranks=2, rank=0, kernel="paced")
+        assert mark["kernel"] == "paced" and "ctas" not in mark
     # the trace loader reads it back (the key the run writes first in the file)
     from domino_prof.trace import load_trace
 

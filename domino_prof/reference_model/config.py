@@ -5,6 +5,8 @@ No torch import here, so the CLI can validate flags before spawning anything.
 
 from __future__ import annotations
 
+import os
+
 import functools
 from dataclasses import MISSING, asdict, dataclass, field, replace
 
@@ -230,6 +232,10 @@ def comm_info(cfg: RunConfig) -> dict:
         "label": prof.label,
         "ranks": cfg.tp,
         "rank": 0,
+        # the stand-in kernel (docs/EMULATION.md §3b; DOMINO_PROF_EMULATE_KERNEL=burst for
+        # the first one) and --comm-ctas (None: each entry's own CTA count)
+        "kernel": os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced"),
+        "ctas": getattr(cfg, "comm_ctas", None),
     }
 
 

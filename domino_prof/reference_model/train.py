@@ -219,7 +219,9 @@ class ModeRun:
         sched = torch.profiler.schedule(wait=0, warmup=1, active=cfg.profile_steps, repeat=1)
         mark = None
         if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
-            mark = comm_marker(comm_info(cfg)["profile"], ranks=cfg.tp, rank=0)
+            ci = comm_info(cfg)
+            mark = comm_marker(ci["profile"], ranks=cfg.tp, rank=0, kernel=ci["kernel"],
+                               ctas=ci["ctas"])  # fmt: skip
         with torch.profiler.profile(
             activities=acts,
             schedule=sched,
