@@ -58,7 +58,7 @@ def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
         assert c["frac_of_nocomm"] == pytest.approx(frac[c["name"]], rel=1e-12)
         assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
         assert c["limits"] is None  # --no-analyze (and a CPU nocomm has no trace to analyse)
-    assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False},
+    assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False, "sm_carveout": None},
                           "settings_text": "default ctas", "run_dir": names[0],
                           "step_ms": pytest.approx(tp_step, rel=1e-12),
                           "step_ms_interval": runs[names[0]]["modes"]["tp"]["step_ms_interval"]}]
@@ -161,3 +161,13 @@ def test_bad_grids_are_one_line(args, needle, tmp_path):
     r = CliRunner().invoke(app, ["tune", "--device", "cpu", *args, "--out", str(tmp_path / "t")])
     assert needle in _one_line(r)
     assert not (tmp_path / "t").exists()  # refused before any candidate ran
+
+
+def test_sm_carveout_is_a_tp_knob_and_a_flag():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+
+    cands = candidates(parse_grid(["sm_carveout=default,16", "comm_ctas=8"]))
+    assert [c.sm_carveout for c in cands] == [None, 16]
+    assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16)
+    assert cands[1].flags()[-4:] == ["--comm-ctas", "8", "--sm-carveout", "16"]
+    assert cands[1].slug().endswith("-ctas8-carve16") and "carveout 16" in cands[1].text()

@@ -4,7 +4,8 @@ no-comm bound they reach, and print the winning flags.
 For one model / tp / seq / mbs (the same options as `run`), the grid (``--grid KEY=V,...``,
 repeatable; every combination is a candidate) ranges over ``splits``, ``col_splits``,
 ``split_sizes`` (``even`` or ``3:1``-style sizes that sum to --mbs; sizes set the
-micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default`` or N) and
+micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default`` or N),
+``sm_carveout`` (``default`` or N SMs left free by the GEMMs) and
 ``cuda_graphs`` (``off``/``on``). Each candidate is one `run` (the same launcher and run
 directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm and, once registered,
 domino-nocomm. tp takes none of the split knobs: it is timed once at each of its own
@@ -83,8 +84,9 @@ GRID_KEYS = {
     "split_sizes": (_sizes_value, None),
     "comm_ctas": (_ctas_value, None),
     "cuda_graphs": (_bool_value, False),
+    "sm_carveout": (_ctas_value, None),  # SMs GEMMs leave free (default: none)
 }
-TP_KEYS = ("comm_ctas", "cuda_graphs")  # the knobs tp takes (its own best is the reference)
+TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout")  # tp takes these (its best: the reference)
 
 
 def parse_grid(items: list[str] | None) -> dict[str, list]:
@@ -120,14 +122,15 @@ class Settings:
     split_sizes: tuple[int, ...] | None
     comm_ctas: int | None
     cuda_graphs: bool
+    sm_carveout: int | None = None
 
     def fields(self) -> dict:
         return {"splits": self.splits, "col_splits": self.col_splits,
                 "split_sizes": self.split_sizes, "comm_ctas": self.comm_ctas,
-                "cuda_graphs": self.cuda_graphs}  # fmt: skip
+                "cuda_graphs": self.cuda_graphs, "sm_carveout": self.sm_carveout}  # fmt: skip
 
     def tp(self) -> tuple:
-        return (self.comm_ctas, self.cuda_graphs)
+        return (self.comm_ctas, self.cuda_graphs, self.sm_carveout)
 
     def text(self) -> str:
         """'splits 2 (3+1), col 2, ctas 8, graphs'."""
@@ -137,6 +140,8 @@ class Settings:
         s += f", col {self.col_splits}"
         if self.comm_ctas is not None:
             s += f", ctas {self.comm_ctas}"
+        if self.sm_carveout is not None:
+            s += f", carveout {self.sm_carveout}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -146,6 +151,8 @@ class Settings:
         s += f"-col{self.col_splits}"
         if self.comm_ctas is not None:
             s += f"-ctas{self.comm_ctas}"
+        if self.sm_carveout is not None:
+            s += f"-carve{self.sm_carveout}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -156,6 +163,8 @@ class Settings:
             f += ["--col-splits", str(self.col_splits)]
         if self.comm_ctas is not None:
             f += ["--comm-ctas", str(self.comm_ctas)]
+        if self.sm_carveout is not None:
+            f += ["--sm-carveout", str(self.sm_carveout)]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -169,7 +178,7 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         sizes = v["split_sizes"]
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
-                                v["cuda_graphs"]), None)  # fmt: skip
+                                v["cuda_graphs"], v["sm_carveout"]), None)  # fmt: skip
     return list(out)
 
 
@@ -281,8 +290,8 @@ def register(app: typer.Typer) -> None:
         grid: list[str] = typer.Option(None, "--grid", metavar="KEY=V1,V2", help=(
             "A swept knob and its values, repeatable; the candidates are every "
             "combination. Keys: splits (N), col_splits (K), split_sizes (even or sizes "
-            "such as 3:1, summing to --mbs), comm_ctas (default or N), cuda_graphs (off, "
-            "on). A key not given keeps run's default.")),  # fmt: skip
+            "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
+            "(default or N), cuda_graphs (off, on). A key not given keeps run's default.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
@@ -328,11 +337,14 @@ def register(app: typer.Typer) -> None:
         if launcher.under_torchrun():
             raise ConfigError("`domino-prof tune` starts each candidate's ranks itself; run it "
                               "without torchrun")  # fmt: skip
-        cands = candidates(parse_grid(grid))
+        g = parse_grid(grid)
+        if not any(i.split("=")[0].strip().replace("-", "_") == "sm_carveout" for i in grid or []):
+            g["sm_carveout"] = [sm_carveout]  # --sm-carveout: the one value, not swept
+        cands = candidates(g)
         base = {"model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
                 "attention": attention, "compile": compile,
-                "high_priority_comm": high_priority_comm, "sm_carveout": sm_carveout,
+                "high_priority_comm": high_priority_comm,
                 "seed": seed, "timed_steps": timed_steps, "block_steps": block_steps,
                 "warmup_steps": warmup_steps, "profile_steps": profile_steps,
                 "timeout_s": timeout_s}  # fmt: skip
@@ -374,7 +386,7 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
         plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
                      "tp": False})  # fmt: skip
         errors[s] = why
-    for key in ("splits", "col_splits", "split_sizes", "comm_ctas", "cuda_graphs"):
+    for key in ("splits", "col_splits", "split_sizes", "comm_ctas", "cuda_graphs", "sm_carveout"):
         for v in {getattr(s, key) for s in cands}:
             these = [errors[s] for s in cands if getattr(s, key) == v]
             if all(these):
@@ -386,9 +398,9 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
             host["tp"] = True
             host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes()))
             continue
-        ctas, graphs = ts
-        s = Settings(1, 1, None, ctas, graphs)
-        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs}
+        ctas, graphs, carve = ts
+        s = Settings(1, 1, None, ctas, graphs, carve)
+        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs, "sm_carveout": carve}
         cfg = RunConfig.from_options(device=device, modes=("tp",), **fields)
         name = "tp" + ("" if ctas is None else f"-ctas{ctas}") + ("-graphs" if graphs else "")
         tp_plan.append({"name": name, "settings": s, "cfg": cfg, "error": None, "tp": True,
