@@ -2,7 +2,7 @@
 # Issue 33 on ONE H200: the paced comm stand-in checked, the A/B of every kernel shape
 # beside the burst and paced stand-ins (benchmarks/bench_tax_ab.py), and the headline
 # command with each stand-in (RUNS). Everything emulated says so in its run.json / traces.
-#   OUT=/some/dir bash benchmarks/gpu_fidelity.sh [ab] [runs]      (default: both, ~7 min)
+#   OUT=/some/dir bash benchmarks/gpu_fidelity.sh [ab] [runs] [tune]  (default: ab runs)
 # Comes back: fidelity.log, tax_ab_raw.json.gz, run-<name>.tar.gz (run.json, logs,
 # traces; analysed on the CPU box with `domino-prof run --reanalyze DIR`).
 set -uo pipefail
@@ -13,9 +13,9 @@ exec > >(tee -a "$OUT/fidelity.log") 2>&1
 parts=${*:-ab runs}
 W=/tmp/fidelity; rm -rf "$W"; mkdir -p "$W"
 STEPS=${STEPS:-24} RUN_S=${RUN_S:-170} REPS=${REPS:-10}
+TUNE_GRID=${TUNE_GRID:-"--grid cuda_graphs=on --grid col_splits=1,2 --grid sm_carveout=default,24"}
 # name | env | flags: the headline command (llama3-3b, 28 layers, seq 4096, mbs 2, TP 8)
 RUNS=${RUNS:-"graphs-paced|DOMINO_PROF_EMULATE_KERNEL=paced|--cuda-graphs
-graphs-burst|DOMINO_PROF_EMULATE_KERNEL=burst|--cuda-graphs
 eager-paced|DOMINO_PROF_EMULATE_KERNEL=paced|"}
 echo "== gpu_fidelity.sh $(date -u +%FT%TZ) parts: $parts"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
@@ -34,7 +34,12 @@ PY
 for part in $parts; do
   case $part in
     ab)
-      timeout 330 python3 benchmarks/bench_tax_ab.py --out "$OUT" --reps "$REPS" || echo "ab rc=$?" ;;
+      timeout 330 python3 benchmarks/bench_tax_ab.py --out "$OUT" --reps "$REPS" \
+        --carveouts "${CARVEOUTS:-0:24,24:24,0:8,8:8,16:16}" || echo "ab rc=$?" ;;
+    tune)  # issue 34's knobs on the headline shape, emulated (domino-prof tune)
+      timeout "${TUNE_S:-300}" python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
+        --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/tune" $TUNE_GRID 2>&1 | tail -30
+      tar -C "$W" -czf "$OUT/tune.tar.gz" tune && ls -la "$OUT/tune.tar.gz" ;;
     runs)
       while IFS='|' read -r name envs flags; do
         [ -n "$name" ] || continue
