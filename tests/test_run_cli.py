@@ -110,7 +110,9 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert "[domino-prof] starting 2 ranks (gloo, cpu)" in p.stderr
     assert "[domino-prof] timed: 12/12 steps per mode" in p.stderr
     assert p.stderr.splitlines()[-2:] == [
-        f"run directory: {out}", f"open the report: {out / 'report.html'} (one file, works offline)"]
+        f"run directory: {out}",
+        f"open the report: {out / 'report.html'} (one file, works offline)",
+    ]
     # the self-gate of scripts/test.sh: check gates the two modes that overlap by design
     g = subprocess.run(
         [sys.executable, "-m", "domino_prof.cli", "check", str(out), "--min-hidden", "0"],

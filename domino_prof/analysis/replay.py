@@ -723,7 +723,8 @@ def scenarios(graphs: list[RankGraph], *, comm_k: float = 2.0) -> list[Edit]:
                             drop_syncs=("*",)))  # fmt: skip
             sites = sorted({s for g in graphs for s in g.sync_sites})
             for api, op in sites:
-                out.append(Edit(name=f"no_sync:{api}@{op}", label=f"{api} in {op} removed",
+                where = "outside any annotation" if op == "(none)" else f"in {op}"
+                out.append(Edit(name=f"no_sync:{api}@{op}", label=f"{api} {where} removed",
                                 drop_syncs=((api, op),)))  # fmt: skip
         if any((g.e_kind == EVENT).any() for g in graphs):
             out.append(Edit(name="free_waits", label="cross-stream waits at no latency",
