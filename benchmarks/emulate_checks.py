@@ -1,4 +1,4 @@
-"""The CPU-side checks of issue 20's H200 runs (benchmarks/gpu_emulate.sh): torch-free,
+"""The CPU-side checks of issue 20's H200 runs (benchmarks/gpu_session.sh emulate-*): torch-free,
 run here on the run directories the GPU script brought back (tarballs unpacked).
 
     python3 benchmarks/emulate_checks.py onestep RUN_DIR   [--out FILE.json]
