@@ -282,7 +282,7 @@ SECTIONS: list[dict] = [
         "args": {"run": "reports/cpu-default-2026-12-03/run.json"},
         "text": "What a new user sees first. On CPU the collectives take the cores the model "
                 "runs on, so domino cannot win here (the run says so); the run checks the "
-                "schedules and the analysis. Wall time and memory: the README.",
+                "schedules and the analysis. Wall time and memory: that directory's README.",
     },
     {
         "title": "Emulated TP 8 on one H200, full depth (emulated comm)",

@@ -10,7 +10,7 @@
 #      ${DOMINO_PROF_CACHE:-${XDG_CACHE_HOME:-~/.cache}/domino-prof}/chromium-<version>/,
 #      and a wrapper there that runs it with those libraries. apt reads its own package
 #      lists there too (apt-get update into the cache), so it needs no root either.
-#      About 110 MB of downloads and 400 MB on disk, once per Chromium version.
+#      About 125 MB of downloads and 400 MB on disk, once per Chromium version.
 # Safe to re-run; a half-finished unpack is never taken for a finished one (it is
 # unpacked into a temp directory and renamed into place).
 set -euo pipefail

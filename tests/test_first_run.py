@@ -104,3 +104,15 @@ def test_the_oversubscription_note(monkeypatch):
     )
     monkeypatch.setattr(launcher, "cores", lambda: 8)
     assert launcher.oversubscribed_note(cfg) is None
+
+
+def test_the_glossary_gives_every_threshold_with_its_default():
+    """docs/METRICS.md's glossary, where --threshold's help points: each key and its default
+    as analysis.overheads has it."""
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "METRICS.md").read_text()
+    gloss = text.split("## Glossary: the words of the first screen", 1)[1]
+    found = dict(re.findall(r"`([a-z_]+)`\s+([0-9.]+)", gloss.split("Finding thresholds", 1)[1]))
+    assert {k: float(v) for k, v in found.items()} == {k: float(v) for k, v in
+                                                        DEFAULT_THRESHOLDS.items()}  # fmt: skip

@@ -464,7 +464,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         kw = {}
-        if cfg.high_priority_comm:  # collectives on a high-priority stream (see README)
+        if cfg.high_priority_comm:  # collectives on a high-priority stream (docs/GUIDE.md)
             opts = dist.ProcessGroupNCCL.Options()
             opts.is_high_priority_stream = True
             kw["pg_options"] = opts
