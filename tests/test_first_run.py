@@ -116,3 +116,18 @@ def test_the_glossary_gives_every_threshold_with_its_default():
     found = dict(re.findall(r"`([a-z_]+)`\s+([0-9.]+)", gloss.split("Finding thresholds", 1)[1]))
     assert {k: float(v) for k, v in found.items()} == {k: float(v) for k, v in
                                                         DEFAULT_THRESHOLDS.items()}  # fmt: skip
+
+
+def test_the_report_says_why_too():
+    """The report's first section (modes compared) carries the same reason, on the
+    committed CPU run (gloo; written before run.json recorded the cores)."""
+    import json
+
+    from domino_prof.report.figures import mode_comparison
+
+    run = json.loads((DATA / "cpu_gloo_tp2" / "run.json").read_text())
+    sec = mode_comparison(run)
+    assert sec.notes[0].startswith("Why: On CPU, gloo's collectives are computed by the cores "
+                                   "that run the model (the ranks share the host's cores)")  # fmt: skip
+    run["config"]["tp"] = 1  # no collective at all: the reason changes with the run
+    assert mode_comparison(run).notes[0].startswith("Why: At tp 1 there is no collective")
