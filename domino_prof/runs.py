@@ -200,7 +200,7 @@ def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
 
     if not perfetto.available():
         run["notes"].append(
-            "no Perfetto traces: pip install 'domino-prof[perfetto]', then "
+            "no Perfetto traces: pip install 'perfetto>=0.59' (the perfetto extra), then "
             f"`domino-prof run --reanalyze {out}` writes <mode>/trace.pftrace"
         )
         return
