@@ -2,7 +2,7 @@
 c10d's NCCL all-reduce (issue 20). Needs torch with CUDA and Triton; one GPU.
 
 What a call costs the host is what an eager step of a small shard pays per collective
-(at emulated tp 8 the step is host-bound: README, "Emulated results"). Timed here, per
+(at emulated tp 8 the step is host-bound: reports/emulated-h200-table-2026-12-02/README.md). Timed here, per
 call, on the host only (``time.perf_counter`` around N async launches + their waits;
 the GPU is synchronised between repeats and never the bound: the kernels are small):
 

@@ -26,7 +26,7 @@ peak. On CUDA, attention is forced to the schedules' kernel (``--attention``: fl
 cudnn, or auto = cuDNN on Hopper) for ``plain`` too, so every row runs the same
 attention kernels (the kernel, and SDPA's own default choice, are recorded in the JSON).
 ``--rows`` runs a chosen list of rows in a chosen order (plain rows among them), e.g.
-``--rows domino-sp,sp,plain-mb`` (benchmarks/gpu_sp_check.sh alternates the order per
+``--rows domino-sp,sp,plain-mb`` (benchmarks/gpu_session.sh sp-check alternates the order per
 repeat, so that no row is always the one run last in its process).
 
 Writes ``{"config": {...}, "rows": [{"schedule", "graphs", "compile", "wall_ms",

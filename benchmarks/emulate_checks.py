@@ -1,4 +1,4 @@
-"""The CPU-side checks of issue 20's H200 runs (benchmarks/gpu_emulate.sh): torch-free,
+"""The CPU-side checks of issue 20's H200 runs (benchmarks/gpu_session.sh emulate-*): torch-free,
 run here on the run directories the GPU script brought back (tarballs unpacked).
 
     python3 benchmarks/emulate_checks.py onestep RUN_DIR   [--out FILE.json]
@@ -10,7 +10,7 @@ onestep: RUN_DIR = the emulated tp-2 llama3-3b seq-4096 mbs-2 run. Its ``tp`` tr
   against the real 2xH200 run's (reports/h200x2-llama3-3b-tp2-seq4096/tp/analysis.json,
   31.25 ms), PASS within 5%; the 25.2M-element bf16 all-reduces' p10 (nearest rank) against
   the real rows'; nocomm / tp (run.json's paired-block ratio) beside the real runs' 1.112
-  (eager) and 1.107 (CUDA graphs), medians of the repeats in README's 3b table (those ran
+  (eager) and 1.107 (CUDA graphs), medians of the repeats in docs/RESULTS.md's 2xH200 table (those ran
   the previous schedule, so the difference is the schedule's as much as the emulator's).
 overlap: RUN_DIR = the fixture's config emulated at tp 2, domino. Per compute-kernel class
   (same kernel name and grid, grid = x*y*z: the trace loader's ``grid`` column), the
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 REAL_TP = ROOT / "reports/h200x2-llama3-3b-tp2-seq4096/tp/analysis.json"
 REAL_DOMINO = ROOT / "tests/data/h200_llama3_3b_2layers_tp2/domino"
-# README's llama3-3b table (reports/h200x2-llama3-3b-tp2-seq4096*): nocomm / tp, medians
+# docs/RESULTS.md's llama3-3b 2xH200 table (reports/h200x2-llama3-3b-tp2-seq4096*): nocomm / tp, medians
 REAL_NOCOMM_OVER_TP = {"eager": 1.112, "graphs": 1.107}
 BIG_AR = 25165824  # elements of the seq-4096 all-reduce (bf16)
 TOLERANCE = 0.05

@@ -76,6 +76,37 @@ def verdict_text(rows: list[dict]) -> str:
     return ", ".join(parts)
 
 
+def verdict_reason(run: dict) -> str | None:
+    """One sentence on why this run cannot show overlap paying off, or None when nothing
+    stands in its way: tp 1 (no collective), gloo on CPU (the collectives take the
+    compute's cores), or a host-bound step (run.json ``limits.host_is_the_limit``, said
+    only when the verdict is not "faster")."""
+    cfg = run.get("config") or {}
+    if cfg.get("tp") == 1:
+        return ("at tp 1 there is no collective to hide, so domino's difference from tp "
+                "is the micro-batch split's own cost")  # fmt: skip
+    if run.get("backend") == "gloo":
+        cores = run.get("cpu_count")
+        where = (f"{cfg.get('tp')} ranks and their gloo threads on {cores} cores"
+                 if cores and cfg.get("tp") else "the ranks share the host's cores")  # fmt: skip
+        return (
+            f"on CPU, gloo's collectives are computed by the cores that run the model "
+            f"({where}), so comm hidden behind compute still takes core time from it and "
+            "overlap cannot make domino faster here: this run checks the schedules and "
+            "the analysis; the speedup needs GPUs (NCCL)"
+        )
+    lim = run.get("limits") or {}
+    faster = any(v.get("word") == "faster" for v in run.get("verdict") or ())
+    if lim.get("host_is_the_limit") and not faster:
+        mode = lim.get("mode", "domino")
+        return (
+            f"the host is the limit: the device waits for {mode}'s kernel launches, so "
+            f"hidden comm does not shorten the step (what limits {mode}, below); CUDA "
+            "graphs (--cuda-graphs) take the host off the step"
+        )
+    return None
+
+
 def comparison_rows(modes: dict) -> list[dict]:
     """The side-by-side table. ``step_ms`` is the mode's timed step: the median of its
     block times (the median of its timed steps for runs without blocks), the one step

@@ -86,9 +86,12 @@ def read_run(directory: str | os.PathLike) -> Run:
         if holder is not None:
             raise TraceError(f, f"a run is in progress here ({who(holder)})",
                              "wait for it to finish")  # fmt: skip
+        stop = doc.get("interrupted") if isinstance(doc.get("interrupted"), dict) else None
+        why = (f"interrupted by {stop.get('by')} at {stop.get('at')}" if stop
+               else "interrupted or a rank failed")  # fmt: skip
         raise TraceError(
             f,
-            "the run did not finish (status incomplete: interrupted or a rank failed)",
+            f"the run did not finish (status incomplete: {why})",
             f"`domino-prof run --reanalyze {d}` analyses the modes whose traces are complete",
         )
     if not doc["modes"]:

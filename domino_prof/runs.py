@@ -200,6 +200,14 @@ def _cores() -> int | None:
         return os.cpu_count()
 
 
+def _skips_comm(mode: str) -> bool:
+    """Whether ``mode`` skips every collective by design (nocomm; its comm is "skip")."""
+    from domino_prof.reference_model import modes
+
+    m = modes.MODES.get(mode)
+    return m is not None and m.comm == "skip"
+
+
 def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
     """RUN_DIR/<mode>/trace.pftrace per analysed mode, when the perfetto extra is
     installed (``pip install 'domino-prof[perfetto]'``); else one note says how."""
@@ -209,8 +217,8 @@ def _write_pftraces(out: Path, run: dict, analyses: dict) -> None:
 
     if not perfetto.available():
         run["notes"].append(
-            "no Perfetto traces: pip install 'domino-prof[perfetto]' and run "
-            "`domino-prof run --reanalyze` to write <mode>/trace.pftrace"
+            "no Perfetto traces: pip install 'perfetto>=0.59' (the perfetto extra), then "
+            f"`domino-prof run --reanalyze {out}` writes <mode>/trace.pftrace"
         )
         return
     dirs = {m: out / run["modes"][m]["trace_dir"] for m in analyses}
@@ -257,9 +265,16 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
             # run's own analysis has the engine's memory bound (the same document bytes)
             a = engine.analyse_path(out / r["trace_dir"], AnalysisConfig(), progress=False)
         except DominoProfError as e:  # e.g. a CPU nocomm trace: no comm, no device work
-            run["notes"].append(f"{mode}: traces not analysed: {e}")
+            why = str(e)
+            if _skips_comm(mode) and run.get("backend") == "gloo":
+                # by design, not a fault: a CPU mode without collectives has nothing to
+                # overlap (on a GPU its kernels are analysed)
+                why = f"{mode} runs no collectives by design, so it has no overlap figures"
+                run["notes"].append(f"{why}; its timed steps are the comm-free bound")
+            else:
+                run["notes"].append(f"{mode}: traces not analysed: {why}")
             r["hidden_pct"] = None
-            failed[mode] = str(e)
+            failed[mode] = why
             continue
         atomic_write_bytes(out / r["trace_dir"] / "analysis.json", encode(a.to_json()))
         r["analysis"] = f"{r['trace_dir']}/analysis.json"
@@ -278,15 +293,43 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
 # ".NAME.partial*") once the ranks are gone. `run --reanalyze` of an incomplete run
 # finishes it from what is complete (:func:`_finish`).
 class Interrupted(RunError):
-    """Ctrl-C during `run`: exit 130, one line saying what is left and the way on."""
+    """Ctrl-C (SIGINT) or a kill (SIGTERM, SIGHUP) during `run`: exit 128 + the signal
+    (130 for Ctrl-C), one line saying what is left and the way on."""
 
     exit_code = 130
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, signum: int | None = None) -> None:
+        import signal
+
+        by = "" if signum in (None, signal.SIGINT) else f" by {signal.Signals(signum).name}"
+        if signum is not None:
+            self.exit_code = 128 + int(signum)
         super().__init__(
-            f"interrupted; {out / RUN_JSON} marks the run incomplete; `domino-prof run "
+            f"interrupted{by}; {out / RUN_JSON} marks the run incomplete; `domino-prof run "
             f"--reanalyze {out}` analyses the modes whose traces are complete"
         )
+
+
+def mark_interrupted(out: str | os.PathLike, *, how: str, after_s: float) -> None:
+    """Record in an incomplete run.json how the run ended (``interrupted``: by what,
+    when, after how long, and a note), so a reader says why it is incomplete. Best
+    effort: a run.json that is not ours or not incomplete is left as it is."""
+    import time
+
+    path = Path(out) / RUN_JSON
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(doc, dict) or doc.get("status") != STATUS_INCOMPLETE:
+        return
+    at = time.strftime("%Y-%m-%d %H:%M:%S")
+    doc["interrupted"] = {"by": how, "at": at, "after_s": round(after_s, 1)}
+    doc.setdefault("notes", []).append(f"interrupted by {how} at {at}, {after_s:.0f} s in")
+    try:
+        write_run(out, doc)
+    except OSError:
+        pass
 
 
 class claim:  # noqa: N801 - used as a context manager, like open()

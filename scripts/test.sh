@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs and run it, then gate the project on its
 # own overlap figures. This is THE test command (README; .ci/run calls it as is).
-# Safe to re-run: installs are idempotent.
+# Safe to re-run: installs are idempotent. Needs no root: pip installs into the Python
+# it runs (use a venv as a non-root user), the browser goes into a cache under $HOME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 # torch pinned: on the project machines 2.13.0 is the CPU wheel on disk (find-links);
 # elsewhere export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu first.
 "$PY" -m pip install -q -e '.[model,test,hta,dask,perfetto]' 'torch==2.13.0'
-# a real headless browser for the report tests
-if ! command -v chromium >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >/dev/null
-fi
+# a real headless browser for the report tests, without root: a Chromium on PATH, or
+# Debian's unpacked into ~/.cache/domino-prof (scripts/get_chromium.sh says what it fetches)
+DOMINO_PROF_CHROMIUM="$(bash scripts/get_chromium.sh)"
+export DOMINO_PROF_CHROMIUM
 mkdir -p test-artifacts
 cpu_tmp="$(mktemp -d)"
 trap 'rm -rf "$cpu_tmp"' EXIT   # removed however the script ends (pass, fail, Ctrl-C)

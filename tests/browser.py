@@ -7,9 +7,9 @@ dead proxy, a resolver that maps every host to NOTFOUND, and a record of every
 request the page makes (anything other than ``file:``/``data:``/``blob:`` is
 reported in ``PageResult.network_requests``).
 
-Install the browser on Debian/Ubuntu with::
+Get the browser, without root, with::
 
-    apt-get update && apt-get install -y chromium
+    bash scripts/get_chromium.sh   # a Chromium on PATH, or Debian's unpacked into a cache
 
 Usage::
 
@@ -39,7 +39,8 @@ CHROMIUM_NAMES = (
 
 
 def find_chromium() -> str | None:
-    """Path of a Chromium-family browser, or None (``DOMINO_PROF_CHROMIUM`` overrides)."""
+    """Path of a Chromium-family browser, or None (``DOMINO_PROF_CHROMIUM`` overrides);
+    else one on PATH, else the newest that scripts/get_chromium.sh unpacked in its cache."""
     env = os.environ.get("DOMINO_PROF_CHROMIUM")
     if env:
         return env
@@ -47,7 +48,10 @@ def find_chromium() -> str | None:
         p = shutil.which(name)
         if p:
             return p
-    return None
+    cache = os.environ.get("DOMINO_PROF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "domino-prof")
+    found = sorted(Path(cache).glob("chromium-*/chromium"), key=lambda p: p.stat().st_mtime)
+    return str(found[-1]) if found else None
 
 
 @dataclass
@@ -151,7 +155,7 @@ class Browser:
     def __init__(self, width: int = 1400, height: int = 900) -> None:
         exe = find_chromium()
         if exe is None:
-            raise RuntimeError("chromium not found; apt-get install -y chromium")
+            raise RuntimeError("chromium not found; bash scripts/get_chromium.sh gets one")
         self.profile = tempfile.mkdtemp(prefix="dp-chromium-")
         # fds 3 (browser reads) and 4 (browser writes) are the DevTools pipe.
         to_browser_r, to_browser_w = os.pipe()

@@ -118,7 +118,8 @@ def test_analyze_says_which_patterns_matched(tmp_path):
     assert line == (
         "comm recognised: NCCL/RCCL/HCCL/MSCCL 1 (0.010 ms), torch symmetric memory 2 "
         "(0.025 ms), NVSHMEM/rocSHMEM 1 (0.010 ms), DeepEP 1 (0.010 ms), TransformerEngine "
-        "userbuffers 1 (0.010 ms), peer-to-peer copies 2 (0.020 ms)"
+        "userbuffers 1 (0.010 ms), peer-to-peer copies 2 (0.020 ms) (events, durations "
+        "summed; overlapping events each count)"
     )
     doc = json.loads(CliRunner().invoke(app, ["analyze", str(p), "--json", "-"]).stdout)
     assert doc["totals"]["comm_sources"][0]["source"] == "nccl"

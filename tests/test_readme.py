@@ -1,5 +1,6 @@
-"""Docs that run: every `domino-prof` line of the README's "Analyse your own traces"
-block is executed on the committed H200 fixture (paths substituted)."""
+"""Docs that run: every `domino-prof` line of docs/GUIDE.md's "Analyse your own traces"
+block, and the trace commands of the README's tour, are executed on the committed H200
+fixture (paths substituted)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,32 @@ ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "data" / "h200_llama3_3b_2layers_tp2"
 
 
-def _readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## Analyse your own traces", 1)[1].split("```bash", 1)[1].split("```")[0]
+def _commands(doc: str, heading: str) -> list[str]:
+    text = (ROOT / doc).read_text()
+    block = text.split(heading, 1)[1].split("```bash", 1)[1].split("```")[0]
     return [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.startswith("domino-prof")]
+
+
+def _readme_commands() -> list[str]:
+    return _commands("docs/GUIDE.md", "## Analyse your own traces")
+
+
+def test_readme_tour_runs(tmp_path):
+    """The README's tour: its analyze / report / check lines on a run directory (the
+    committed H200 one for runs/RUN), the run lines are test_run_cli's."""
+    cmds = _commands("README.md", "## A tour")
+    assert [c.split()[1] for c in cmds] == [
+        "run", "analyze", "analyze", "report", "check", "analyze", "run", "run"]  # fmt: skip
+    runner = CliRunner()
+    for cmd in cmds:
+        if cmd.split()[1] == "run":
+            continue
+        args = [str(FIX) if t == "runs/RUN" else str(FIX / "domino") if t.startswith("path/")
+                else str(tmp_path / t) if t.endswith(".html") else t
+                for t in shlex.split(cmd)[1:]]  # fmt: skip
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, (cmd, res.output)
+    assert (tmp_path / "report.html").stat().st_size > 1_000_000
 
 
 def test_readme_analysis_examples_run(tmp_path):

@@ -2,7 +2,7 @@
 no console errors, every figure rendered with its expected number of traces, and a
 screenshot written under test-artifacts/ (gitignored).
 
-Needs Debian's ``chromium`` (``apt-get install -y chromium``).
+Needs a headless Chromium (``bash scripts/get_chromium.sh``: no root).
 Skipped with a reason when it is missing outside CI; in CI (``$CI`` set) a missing
 browser is a failure.
 """
@@ -26,10 +26,10 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 if find_chromium() is None:
     if os.environ.get("CI"):
         raise RuntimeError(
-            "chromium is required in CI for the report browser tests: apt-get install -y chromium"
+            "chromium is required in CI for the report browser tests: bash scripts/get_chromium.sh"
         )
     pytest.skip(
-        "chromium not installed (apt-get install -y chromium); not CI, so skipped",
+        "no chromium (bash scripts/get_chromium.sh gets one, no root); not CI, so skipped",
         allow_module_level=True,
     )
 

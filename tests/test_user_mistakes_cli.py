@@ -130,10 +130,12 @@ def test_check_baseline_given_a_directory_says_so(traces):
 # --------------------------------------------------------------------------- B16
 def test_scripts_test_sh_removes_its_temp_dir(tmp_path):
     """scripts/test.sh with stub commands (python, domino-prof, chromium) in a copy of
-    the tree: whether it passes or fails, nothing of it is left under $TMPDIR."""
+    the tree: whether it passes or fails, nothing of it is left under $TMPDIR, and the
+    browser on PATH is the one it uses (scripts/get_chromium.sh fetches none)."""
     tree = tmp_path / "tree"
     (tree / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "test.sh", tree / "scripts" / "test.sh")
+    for f in ("test.sh", "get_chromium.sh"):
+        shutil.copy(ROOT / "scripts" / f, tree / "scripts" / f)
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     for name, body in (("python", "exit 0"), ("chromium", "exit 0"),

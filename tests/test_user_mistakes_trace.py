@@ -99,7 +99,7 @@ def test_readme_says_what_a_trace_without_comm_kernels_gives(tmp_path):
     assert res.exit_code == 0, res.output
     assert "hidden comm n/a" in res.stdout
     assert runner.invoke(app, ["check", str(p), "--min-hidden", "50"]).exit_code == 2
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "GUIDE.md").read_text()
     bad = text.split("* Bad input (", 1)[1].split(")", 1)[0]
     assert "comm" not in bad  # the exit-2 list does not name it
     para = " ".join(text.split("* Bad input (", 1)[1].split("\n* ", 1)[0].split())

@@ -10,7 +10,9 @@ Severity is the estimated gain (or the value, when there is no estimate) as a sh
 the mean step time (``step_ms``: mean over (rank, iteration) of the iteration's device
 wall time): >= ``high_share`` high, >= ``medium_share`` medium, else low. The list is
 sorted by severity, then by estimated gain (largest first). A finding appears only
-when its number passes its threshold (``overheads.DEFAULT_THRESHOLDS``).
+when its number passes its threshold (``overheads.DEFAULT_THRESHOLDS``) and the replay
+does not put its gain at zero (below ``ZERO_GAIN_MS``: a fix that changes nothing is no
+finding; its figure stays in its overhead section).
 
 Gains come from the replay model (``analysis.replay``; docs/METRICS.md "Extension:
 replay model"): the replayed step minus the step replayed with the fix applied —
@@ -32,6 +34,8 @@ from collections.abc import Mapping
 from domino_prof.analysis.results import AcrossRanks, Finding, Launches, StreamSwitches, Where
 
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+# a replayed gain below this (ms per step) prints as 0.000: such a finding is not listed
+ZERO_GAIN_MS = 0.0005
 
 
 def _severity(amount_ms: float | None, step_ms: float | None, t: Mapping[str, float]) -> str:
@@ -98,6 +102,8 @@ def build_findings(
     out: list[Finding] = []
 
     def add(fid, title, detail, value, unit, where, fix, gain, amount=None):
+        if gain is not None and abs(gain) < ZERO_GAIN_MS:
+            return  # the replay says fixing it gains nothing: not a thing to fix
         if no_gain and fid != "tiny_kernels":
             detail = f"{detail} ({no_gain})"
         if amount is not None:

@@ -66,7 +66,7 @@ from domino_prof.analysis.switches import _interval_table, switch_edges
 # in-graph cost of one kernel when a CUDA graph replays it: the device-side gap from a
 # kernel's end to the next kernel's start on the same stream inside a replayed graph.
 # Measured on one H200 (torch 2.11.0+cu130, driver 580.159.04; benchmarks/graph_kernel_gap.py
-# through benchmarks/gpu_whatif.sh gap, 2026-12-02): median 97 ns, p10 64 ns over 199 gaps
+# through benchmarks/gpu_session.sh whatif-gap, 2026-12-02): median 97 ns, p10 64 ns over 199 gaps
 # of a replayed graph, against 14.5 us between the same kernels launched eagerly back to
 # back (reports/whatif/h200/graph_kernel_gap.json). Other GPUs: re-measure with that script.
 GRAPH_KERNEL_GAP_NS = 97
@@ -723,7 +723,8 @@ def scenarios(graphs: list[RankGraph], *, comm_k: float = 2.0) -> list[Edit]:
                             drop_syncs=("*",)))  # fmt: skip
             sites = sorted({s for g in graphs for s in g.sync_sites})
             for api, op in sites:
-                out.append(Edit(name=f"no_sync:{api}@{op}", label=f"{api} in {op} removed",
+                where = "outside any annotation" if op == "(none)" else f"in {op}"
+                out.append(Edit(name=f"no_sync:{api}@{op}", label=f"{api} {where} removed",
                                 drop_syncs=((api, op),)))  # fmt: skip
         if any((g.e_kind == EVENT).any() for g in graphs):
             out.append(Edit(name="free_waits", label="cross-stream waits at no latency",

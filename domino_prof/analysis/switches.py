@@ -398,9 +398,9 @@ def combine_switches(
     if n_inferred:
         notes.append(
             f"stream switches: {n_inferred} of {ec['n_edges']} 'Stream Wait Event' events "
-            "carry no wait_on_cuda_event_record_corr_id/wait_on_stream (CUPTI 13 writes "
-            "-1); their record call was taken as the last cudaEventRecord on the waiting "
-            "thread and the producer as the last interval launched from it before that."
+            "do not say which event they wait for (the profiler left that field at -1, as "
+            "CUDA 13's does); each was matched to the last cudaEventRecord on the waiting "
+            "thread, and its producer to the last work launched from there before it."
         )
     empty = pd.DataFrame({c: pd.Series(dtype=object if c == "op" else np.int64)
                           for c in _MATCHED_COLUMNS})  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from domino_prof.analysis.findings import ZERO_GAIN_MS
 from domino_prof.analysis.results import Overheads, Where
 
 _STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
@@ -81,9 +82,16 @@ def whatif_renderables(overheads: Any) -> list:
     t.add_column("scenario", ratio=1, min_width=24)
     t.add_column("predicted\nstep ms", justify="right", no_wrap=True)
     t.add_column("gain\nms/step", justify="right", no_wrap=True)
+    idle = []  # scenarios that change nothing: named on one line, not as rows of 0.000
     for s in w.get("scenarios") or ():
-        t.add_row(escape(str(s["label"])), _fmt_num(s.get("step_ms")), _fmt_num(s.get("gain_ms")))
+        g = s.get("gain_ms")
+        if s.get("name") != "measured" and g is not None and abs(g) < ZERO_GAIN_MS:
+            idle.append(str(s["label"]))
+            continue
+        t.add_row(escape(str(s["label"])), _fmt_num(s.get("step_ms")), _fmt_num(g))
     out.append(t)
+    if idle:
+        out.append(f"no gain (under {ZERO_GAIN_MS:g} ms per step): " + "; ".join(idle))
     if w.get("explained"):
         add = w.get("gains_add")
         if add is not None:

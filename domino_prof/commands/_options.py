@@ -107,13 +107,17 @@ NoAlignClocksOpt = Annotated[
         "(docs/METRICS.md \"Across ranks\").",
     ),
 ]
+THRESHOLD_KEYS = ("switch_gap_share", "host_bound_share", "tiny_share", "blocking_sync_share",
+                  "skew_share", "min_graph_run", "high_share", "medium_share", "top_n")  # fmt: skip
 ThresholdOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--threshold",
         metavar="KEY=VALUE",
-        help="Findings threshold, repeatable (e.g. top_n=10; keys: "
-        "domino_prof/analysis/overheads.py).",
+        # the keys of analysis.overheads.DEFAULT_THRESHOLDS (not imported here: it would
+        # load pandas at start-up; tests/test_first_run.py keeps the two the same)
+        help="Findings threshold, repeatable (e.g. top_n=10). Keys: " + ", ".join(THRESHOLD_KEYS)
+        + '; their defaults and meanings: docs/METRICS.md "Glossary".',
     ),
 ]
 

@@ -96,7 +96,10 @@ def comm_sources_line(a: Analysis) -> str:
     if not src:
         return "comm recognised: none"
     parts = [f"{s['label']} {s['n_intervals']} ({ms(s['busy_ns'])} ms)" for s in src]
-    return "comm recognised: " + ", ".join(parts)
+    # the durations summed, event by event: events that overlap (a collective on two
+    # threads or streams) each count, so this is more than the comm above (their union)
+    return ("comm recognised: " + ", ".join(parts)
+            + " (events, durations summed; overlapping events each count)")  # fmt: skip
 
 
 def rank_table(a: Analysis, *, top: int):

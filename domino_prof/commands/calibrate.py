@@ -54,7 +54,9 @@ def calibrate(
         typer.Option("--percentile", help="Low percentile of the durations per size (0, 50]."),
     ] = 10.0,
 ) -> None:
-    """Fit a comm profile (alpha, algbw, CTAs per collective, R, dtype) from real traces."""
+    """Fit a comm profile from real traces (for run --comm emulate).
+
+    Per collective, R and dtype: alpha, algbw and CTAs (docs/EMULATION.md)."""
     from domino_prof.emulation.fit import collect, fit_profile  # numpy, pandas: not at start-up
     from domino_prof.emulation.profile import dumps, load_profile  # not at start-up either
 

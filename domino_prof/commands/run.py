@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -54,11 +55,51 @@ def _positive(value: float) -> float:
     return value
 
 
+class _Stopped(KeyboardInterrupt):
+    """A kill (SIGTERM, SIGHUP) during `run`, taken as Ctrl-C is: the ranks are ended,
+    the lock released, the run marked (``runs.mark_interrupted``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame) -> None:
+    raise _Stopped(signum)
+
+
+def _stop_on_kill() -> dict:
+    """SIGTERM and SIGHUP raise :class:`_Stopped` (KeyboardInterrupt) in the main thread
+    from now on; returns the handlers they had, for :func:`_restore`."""
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[sig] = signal.signal(sig, _raise_stopped)
+        except (ValueError, OSError):  # not the main thread (an embedding program)
+            pass
+    return old
+
+
+def _restore(old: dict) -> None:
+    for sig, h in old.items():
+        signal.signal(sig, h)
+
+
+def last_lines(out: Path) -> list[str]:
+    """What `run` ends with (stderr): the run directory, then the report to open, or
+    the command that writes it."""
+    report = out / "report.html"
+    if report.is_file():
+        return [f"run directory: {out}", f"open the report: {report} (one file, works offline)"]
+    hint = f"no report.html: `domino-prof run --reanalyze {out}` analyses the traces and writes it"
+    return [f"run directory: {out}", hint]
+
+
 def print_comparison(run: dict) -> None:
     from rich.console import Console
 
     from domino_prof.commands._format import DOMINO_NOCOMM_NOTE, NOCOMM_NOTE, modes_table
-    from domino_prof.rundata import comm_label, verdict_text
+    from domino_prof.rundata import comm_label, verdict_reason, verdict_text
 
     label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
     t = modes_table(run)
@@ -67,6 +108,9 @@ def print_comparison(run: dict) -> None:
     verdict = verdict_text(run.get("verdict") or [])
     if verdict:  # the answer, with its noise: "within noise" when the interval holds 1.0
         print(f"verdict (timed steps, 95% intervals{', ' + label if label else ''}): {verdict}")
+        why = verdict_reason(run)
+        if why:  # when this run cannot show overlap pay off: why, in one sentence
+            print(f"why: {why}")
     lim = run.get("limits")
     if lim and lim.get("text"):  # what keeps domino from nocomm (analysis.limits)
         print(f"what limits {lim['mode']}{' (' + label + ')' if label else ''}: {lim['text']}")
@@ -136,6 +180,8 @@ def register(app: typer.Typer) -> None:
             print_comparison(result)
             for note in result.get("notes", []):  # e.g. what an interrupted run lacks
                 print(f"note: {note}", file=sys.stderr)
+            for line in last_lines(reanalyze):
+                print(line, file=sys.stderr)
             return
         from domino_prof.reference_model import launcher
 
@@ -187,6 +233,8 @@ def register(app: typer.Typer) -> None:
         torchrun = launcher.under_torchrun()
         rank0 = not torchrun or int(os.environ.get("RANK", "0")) == 0
         held = runs.claim(out, run_json=runs.incomplete_run(cfg)) if rank0 else nullcontext()
+        handlers = _stop_on_kill()  # a kill ends the run as Ctrl-C does (no stale lock)
+        t0 = time.monotonic()
         with held:
             try:
                 if torchrun:
@@ -202,12 +250,19 @@ def register(app: typer.Typer) -> None:
                 else:
                     launcher.spawn_ranks(cfg, out)
                 result = runs.assemble(cfg, out, analyze=analyze)
-            except KeyboardInterrupt:
-                raise runs.Interrupted(out) from None
+            except KeyboardInterrupt as e:
+                signum = getattr(e, "signum", signal.SIGINT)
+                how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+                if rank0:
+                    runs.mark_interrupted(out, how=how, after_s=time.monotonic() - t0)
+                raise runs.Interrupted(out, signum=signum) from None
+            finally:
+                _restore(handlers)
         print_comparison(result)
         for note in result["notes"]:
             print(f"note: {note}", file=sys.stderr)
-        print(f"run directory: {out}", file=sys.stderr)
+        for line in last_lines(out):
+            print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":  # `python -m domino_prof.commands.run ...`: run alone, no other command

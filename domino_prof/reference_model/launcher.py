@@ -24,7 +24,10 @@ from domino_prof.errors import ConfigError, RunError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model.config import RunConfig
 
-EXIT_MESSAGES = {3: "ran out of memory", 4: "rejected the configuration"}
+EXIT_PEER = 5  # train.EXIT_PEER: a peer went away mid-collective (not this rank's fault)
+EXIT_MESSAGES = {3: "ran out of memory", 4: "rejected the configuration",
+                 EXIT_PEER: "lost a peer rank"}  # fmt: skip
+HEARTBEAT_S = 15.0  # a "still running" line after this long without a line from rank 0
 
 
 def under_torchrun() -> bool:
@@ -153,6 +156,28 @@ def check_data(path: Path, *, mbs: int, seq: int) -> None:
         )
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (its affinity, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def oversubscribed_note(cfg: RunConfig) -> str | None:
+    """On CPU, more ranks than cores: said before the run starts (the ranks take turns
+    on the cores, so the run is slow and its timings show the machine, not overlap)."""
+    n = cores()
+    if cfg.device != "cpu" or cfg.world_size <= n:
+        return None
+    return (
+        f"{cfg.world_size} gloo ranks on {n} CPU cores: the ranks take turns on the cores, "
+        f"so this run is slow (progress lines follow), its step times measure the sharing, "
+        f"not overlap, and it is stopped after --timeout {cfg.timeout_s:.0f} s; --tp {n} or "
+        "fewer fits this machine"
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -201,8 +226,14 @@ def spawn_ranks(cfg: RunConfig, out: Path) -> None:
     port = _free_port()
     procs: list[subprocess.Popen] = []
     log_paths: list[Path] = []
+    world = cfg.world_size
+    how = "one process, emulated comm" if cfg.emulated else f"{cfg.backend}, {cfg.device}"
+    print(f"[domino-prof] starting {world} rank{'s' if world > 1 else ''} ({how}); "
+          f"rank logs in {logs}", file=sys.stderr, flush=True)  # fmt: skip
+    note = oversubscribed_note(cfg)
+    if note:
+        print(f"note: {note}", file=sys.stderr, flush=True)
     try:
-        world = cfg.world_size
         for r in range(world):
             env = dict(
                 os.environ,
@@ -240,13 +271,26 @@ def spawn_ranks(cfg: RunConfig, out: Path) -> None:
             log.close()
         t0 = time.monotonic()
         shown = 0
+        heard = t0  # when rank 0 last printed a progress line (or the last heartbeat)
         while True:
+            was = shown
             shown = _echo_rank0(log_paths[0], shown)
+            now = time.monotonic()
+            if shown != was:
+                heard = now
+            elif now - heard >= HEARTBEAT_S:  # a long silent stretch: say it still runs
+                heard = now
+                print(f"[domino-prof] still running, {now - t0:.0f} s in"
+                      f"{' (the ranks are starting)' if shown == 0 else ''}",
+                      file=sys.stderr, flush=True)  # fmt: skip
             codes = [p.poll() for p in procs]
             bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
             if bad:
                 time.sleep(0.5)  # let a crashing rank finish writing its log
-                r, c = bad[0]
+                codes = [p.poll() for p in procs]
+                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+                # name the rank that failed, not one that only lost it as a peer
+                r, c = min(bad, key=lambda rc: (rc[1] == EXIT_PEER, rc[0]))
                 _kill(procs)
                 what = EXIT_MESSAGES.get(c, f"exited with code {c}")
                 raise RunError(

@@ -24,7 +24,9 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -44,6 +46,7 @@ from domino_prof.reference_model.schedule import build_runner
 
 EXIT_OOM = 3
 EXIT_CONFIG = 4
+EXIT_PEER = 5  # a peer rank went away mid-collective (stopped or crashed): not this rank's fault
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # dense bf16 peak by device name (vendor datasheets), for MFU; unknown devices -> no MFU
 PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
@@ -317,6 +320,34 @@ def _done(mode: str, r: dict) -> str:
     )
 
 
+def _dur(s: float) -> str:
+    """48 s, 3 min 05 s."""
+    s = max(0, round(s))
+    return f"{s} s" if s < 100 else f"{s // 60} min {s % 60:02d} s"
+
+
+class _Progress:
+    """Rank 0's progress through the timed blocks: ``tick(mode_steps)`` after each
+    (mode, block), a line at most every ``every_s`` seconds and after the last block:
+    steps done per mode, time so far, time left (from the pace so far)."""
+
+    def __init__(self, say, *, units: int, steps: int, every_s: float = 5.0) -> None:
+        self.say, self.units, self.steps, self.every_s = say, units, steps, every_s
+        self.done, self.t0 = 0, time.monotonic()
+        self.last = self.t0
+
+    def tick(self, steps_done: int) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self.last < self.every_s and self.done < self.units:
+            return
+        self.last = now
+        spent = now - self.t0
+        left = spent / self.done * (self.units - self.done)
+        self.say(f"[domino-prof] timed: {steps_done}/{self.steps} steps per mode, "
+                 f"{_dur(spent)} so far, about {_dur(left)} left")  # fmt: skip
+
+
 def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
     """Every mode of ``cfg``: {mode: run.json entry}. Interleaved (:func:`interleaved`):
     build every mode, warm each up, then the timed blocks in turn (block 1 of every
@@ -332,15 +363,24 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
         for mode in cfg.modes:
             say(_header(cfg, mode))
             runs[mode] = ModeRun(cfg, mode, device=device, comm_group=comm_group)
-        for r in runs.values():
+        t0 = last = time.monotonic()
+        for k, r in enumerate(runs.values(), 1):
             r.warm_up()
+            now = time.monotonic()
+            if now - last >= 5.0 or k == len(runs):  # a line at least every 5 s
+                last = now
+                say(f"[domino-prof] warm-up ({cfg.warmup_steps} steps per mode): {k}/"
+                    f"{len(runs)} modes done, {_dur(now - t0)}")  # fmt: skip
         say(
             f"[domino-prof] timed: {len(sizes)} blocks of {cfg.block_steps} steps per mode, "
             f"modes interleaved block by block"
         )
-        for n in sizes:
-            for r in runs.values():
+        progress = _Progress(say, units=len(sizes) * len(runs), steps=cfg.timed_steps)
+        for i, n in enumerate(sizes):
+            for j, r in enumerate(runs.values(), 1):
                 r.timed_block(n)
+                progress.tick(sum(sizes[: i + (j == len(runs))]))  # what every mode has done
+        say(f"[domino-prof] profiling: {cfg.profile_steps} steps per mode")
         for mode, r in runs.items():
             r.profile(out)
             results[mode] = r.result(interleave=True)
@@ -350,8 +390,10 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
         say(_header(cfg, mode))
         r = ModeRun(cfg, mode, device=device, comm_group=comm_group)
         r.warm_up()
-        for n in sizes:
+        progress = _Progress(say, units=len(sizes), steps=cfg.timed_steps)
+        for i, n in enumerate(sizes):
             r.timed_block(n)
+            progress.tick(sum(sizes[: i + 1]))
         r.profile(out)
         results[mode] = r.result(interleave=False)
         del r
@@ -385,6 +427,7 @@ def _watch_parent() -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != ppid:
+                print("the launcher is gone; this rank stops", file=sys.stderr, flush=True)
                 os._exit(1)
 
     threading.Thread(target=loop, daemon=True).start()
@@ -522,6 +565,17 @@ def worker(cfg: RunConfig, out: Path) -> int:
     return 0
 
 
+# gloo's words for a peer that went away (its process ended, or it closed the pair)
+_LOST_PEER = re.compile(r"Connection (?:reset|closed) by peer|Broken pipe")
+
+
+def _stop_quietly(signum, frame) -> None:
+    """SIGTERM (the launcher ending the run: Ctrl-C, a kill, a failed peer): one line in
+    the rank's log, no traceback of the collective it was in."""
+    print(f"stopped by the launcher ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", required=True)
@@ -530,7 +584,16 @@ def main(argv: list[str] | None = None) -> int:
     cfg = RunConfig.from_dict(json.loads(Path(a.config).read_text()))
     if os.environ.get("DOMINO_PROF_LAUNCHER"):
         _watch_parent()
-    return worker(cfg, Path(a.out))
+        signal.signal(signal.SIGTERM, _stop_quietly)
+    try:
+        return worker(cfg, Path(a.out))
+    except RuntimeError as e:  # a peer that went away: one line (the launcher names the
+        lost = _LOST_PEER.search(str(e))  # rank that failed first, from its own log)
+        if lost is None:
+            raise
+        print(f"a peer rank went away mid-collective ({lost.group(0)}); this rank stops",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return EXIT_PEER
 
 
 if __name__ == "__main__":

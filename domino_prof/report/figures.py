@@ -25,7 +25,7 @@ from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_tex
 from domino_prof.analysis.document import Analysis
 from domino_prof.analysis.limits import limits
 from domino_prof.analysis.results import Overheads, Stats, Where
-from domino_prof.rundata import comparison_table, verdict_text, verdicts
+from domino_prof.rundata import comparison_table, verdict_reason, verdict_text, verdicts
 
 COLORS = {
     "compute": "#4E79A7",
@@ -852,6 +852,9 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     answer = overlap_verdict(comp, verdict=run.get("verdict"))
     if answer:
         title = f"{title}: {answer}"
+        why = verdict_reason(run)  # when this run cannot show overlap pay off (issue 35)
+        if why:
+            notes.insert(0, f"Why: {why[0].upper()}{why[1:]}.")
     cap = (
         "Timed step per mode (median of the timed, unprofiled steps) from the same run: "
         "tp = plain tensor parallel, domino = overlapped micro-batches, nocomm = comm "

@@ -1,0 +1,412 @@
+"""Write docs/RESULTS.md from the committed JSON under reports/ (run.json files, benchmark
+summaries): every number in it is read from its source file, so none can drift from it.
+
+    python3 scripts/gen_results.py            # rewrite docs/RESULTS.md
+    python3 scripts/gen_results.py --check    # exit 1 if the committed file differs
+
+tests/test_results_doc.py runs the check. Adding a section is one entry of SECTIONS: a
+title, the machine and date, a renderer (a function of this file) with its arguments
+(files or globs under reports/), and a short text (no numbers: those belong in a table).
+A section of emulated collectives says "emulated" in its title and on every row (every
+TP >= 2 figure from one GPU is). Torch-free: only the standard library and
+``domino_prof.rundata`` (the same ratios and verdicts `run` prints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without an install
+
+from domino_prof.rundata import comm_label, mode_ratio, verdict_text  # noqa: E402
+
+OUT = ROOT / "docs" / "RESULTS.md"
+
+
+# --------------------------------------------------------------------------- helpers
+def _files(spec: str | list[str]) -> list[Path]:
+    """The files of a glob (or list of globs) under the repository, sorted; one that
+    matches nothing is an error (a renamed report must not empty a table silently)."""
+    out: list[Path] = []
+    for g in [spec] if isinstance(spec, str) else spec:
+        got = sorted(ROOT.glob(g))
+        if not got:
+            raise SystemExit(f"gen_results: {g} matches no file under {ROOT}; fix SECTIONS")
+        out += got
+    return out
+
+
+def _load(p: Path) -> dict:
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _rel(p: Path) -> str:
+    return p.relative_to(ROOT).as_posix()
+
+
+def _link(p: Path) -> str:
+    return f"[`{_rel(p)}`](../{_rel(p)})"
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _range(values: list[float], spec: str) -> str:
+    """median [min–max] of the values ('n/a' for none; the value alone for one)."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return "n/a"
+    if len(v) == 1:
+        return format(v[0], spec)
+    return f"{format(statistics.median(v), spec)} [{format(min(v), spec)}–{format(max(v), spec)}]"
+
+
+def _stat(d: dict | None, spec: str) -> str:
+    """A benchmark's {median, min, max, n} as 'median [min–max]'."""
+    if not isinstance(d, dict) or d.get("median") is None:
+        return "n/a"
+    return f"{format(d['median'], spec)} [{format(d['min'], spec)}–{format(d['max'], spec)}]"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
+            *("| " + " | ".join(r) + " |" for r in rows)]  # fmt: skip
+
+
+def _ratio(run: dict, mode: str, base: str, *, interval: bool = False) -> str:
+    r = mode_ratio(run.get("modes") or {}, mode, base)
+    if r is None:
+        return "n/a"
+    if interval and r.low is not None:
+        return f"{r.value:.3f} [{r.low:.3f}, {r.high:.3f}]"
+    return f"{r.value:.3f}"
+
+
+def _hidden(run: dict, mode: str) -> float | None:
+    return ((run.get("modes") or {}).get(mode) or {}).get("hidden_pct")
+
+
+def _command(cfg: dict) -> str:
+    """The `domino-prof run` flags of a run.json's config that differ from the tiny CPU
+    default (enough to re-run it)."""
+    model = cfg.get("model") or {}
+    name = model.get("name") if isinstance(model, dict) else model
+    parts = ["domino-prof run"]
+    if cfg.get("tp", 2) != 2:
+        parts.append(f"--tp {cfg['tp']}")
+    if cfg.get("seq", 128) != 128:
+        parts.append(f"--seq {cfg['seq']}")
+    if name and name != "tiny":
+        parts.append(f"--model {name}")
+    if cfg.get("comm") == "emulate":
+        parts.append("--comm emulate")
+    if cfg.get("cuda_graphs"):
+        parts.append("--cuda-graphs")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- renderers
+def run_comparison(*, run: str) -> list[str]:
+    """One run.json's side-by-side table of modes, its verdict and how it was run."""
+    (p,) = _files(run)
+    doc = _load(p)
+    label = comm_label(doc)
+    cfg = doc.get("config") or {}
+    rows = []
+    for r in doc.get("comparison") or []:
+        rows.append([r["mode"], _f(r["step_ms"], ".2f"), _f(r.get("hidden_pct"), ".1f"),
+                     _f(r.get("speedup_vs_tp"), ".3f"), _f(r.get("frac_of_nocomm"), ".3f")])  # fmt: skip
+    steps = cfg.get("timed_steps")
+    out = [f"`{_command(cfg)}` ({steps} timed steps per mode in blocks of "
+           f"{cfg.get('block_steps')}, modes interleaved), {_link(p)}"
+           f"{'; ' + label if label else ''}:", ""]  # fmt: skip
+    out += _table(["mode", "timed step ms", "hidden %", "speedup vs tp", "of nocomm"], rows)
+    out += ["", f"Verdict: {verdict_text(doc.get('verdict') or [])}."]
+    return out
+
+
+def run_verdicts(*, runs: str | list[str]) -> list[str]:
+    """One row per run directory: the command, domino / tp with its interval and word,
+    domino / nocomm, domino's hidden %, domino-sp / sp."""
+    rows = []
+    for p in _files(runs):
+        doc = _load(p)
+        v = {x["mode"]: x for x in doc.get("verdict") or []}
+        dom = v.get("domino")
+        word = f" ({dom['word']})" if dom else ""
+        label = comm_label(doc) or "real comm"
+        rows.append([f"`{_command(doc.get('config') or {})}`", label,
+                     _ratio(doc, "domino", "tp", interval=True) + word,
+                     _ratio(doc, "domino", "nocomm"), _f(_hidden(doc, "domino"), ".1f"),
+                     _ratio(doc, "domino-sp", "sp", interval=True), _link(p.parent)])  # fmt: skip
+    return _table(["command", "comm", "domino / tp [95% interval]", "domino / nocomm",
+                   "hidden %", "domino-sp / sp", "run directory"], rows)  # fmt: skip
+
+
+_RUN_NAME = re.compile(r"(?P<model>.+)-tp(?P<tp>\d+)-(?P<variant>eager|graphs)-r(?P<rep>\d+)$")
+
+
+def run_repeats(*, runs: str) -> list[str]:
+    """Run directories named <model>-tp<R>-<eager|graphs>-r<k>: per (model, R, variant) the
+    median [range] over the repeats of domino's timed step and its ratios; hidden %: the
+    repeats that were analysed (n_h)."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in _files(runs):
+        m = _RUN_NAME.match(p.parent.name)
+        if m is None:
+            raise SystemExit(f"gen_results: {p.parent.name} is not <model>-tp<R>-<variant>-r<k>")
+        doc = _load(p)
+        key = (m["model"], (doc["config"].get("model") or {}).get("n_layers"), int(m["tp"]),
+               m["variant"])  # fmt: skip
+        groups.setdefault(key, []).append(doc)
+    order = {"llama3-3b": 0, "llama3-8b": 1, "llama3-70b": 2}
+    rows = []
+    for (model, layers, tp, variant), docs in sorted(
+        groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][0], kv[0][2], kv[0][3])
+    ):
+        modes = [d["modes"] for d in docs]
+
+        def ratio(mode: str, base: str, modes: list = modes) -> str:
+            vals = [r.value for m in modes if (r := mode_ratio(m, mode, base)) is not None]
+            return _range(vals, ".3f")
+
+        hid = [h for d in docs if (h := _hidden(d, "domino")) is not None]
+        labels = {comm_label(d) or "real comm" for d in docs}
+        rows.append([f"{model} ({layers})", str(tp), variant, " / ".join(sorted(labels)),
+                     str(len(docs)), _range([m["domino"]["step_ms"] for m in modes], ".1f"),
+                     ratio("domino", "tp"), ratio("domino", "nocomm"), ratio("nocomm", "tp"),
+                     f"{_range(hid, '.1f')} ({len(hid)})"])  # fmt: skip
+    return _table(["model (layers)", "TP", "variant", "comm", "n", "domino ms", "domino / tp",
+                   "domino / nocomm", "nocomm / tp", "hidden % (n_h)"], rows)  # fmt: skip
+
+
+def mode_repeats(*, runs: str | list[str], modes: list[str]) -> list[str]:
+    """Runs of one config repeated: per (variant, mode) the timed step's median [range] over
+    the runs and the speedup over tp / fraction of nocomm of those medians."""
+    by: dict[str, list[dict]] = {}
+    for p in _files(runs):
+        doc = _load(p)
+        by.setdefault("CUDA graphs" if doc["config"].get("cuda_graphs") else "eager", []).append(doc)
+    rows = []
+    for variant in sorted(by, key=lambda v: v != "eager"):
+        docs = by[variant]
+        med = {m: statistics.median([d["modes"][m]["step_ms"] for d in docs if m in d["modes"]])
+               for m in modes if any(m in d["modes"] for d in docs)}  # fmt: skip
+        for m in med:
+            steps = [d["modes"][m]["step_ms"] for d in docs if m in d["modes"]]
+            rows.append([f"{m} ({variant})", str(len(steps)), _range(steps, ".1f"),
+                         _f(med["tp"] / med[m] if "tp" in med else None, ".3f"),
+                         _f(med["nocomm"] / med[m] if "nocomm" in med else None, ".3f")])  # fmt: skip
+    return _table(["mode", "runs", "timed step ms, median [range]", "speedup vs tp",
+                   "of nocomm"], rows)  # fmt: skip
+
+
+def run_rows(*, runs: list[str], modes: list[str]) -> list[str]:
+    """One row per run.json: its config, each mode's timed step, domino's speedup over tp
+    and fraction of nocomm."""
+    rows = []
+    for p in _files(runs):
+        doc = _load(p)
+        cfg = doc.get("config") or {}
+        model = (cfg.get("model") or {}).get("name")
+        what = (f"{model}, mbs {cfg.get('mbs')}, {'CUDA graphs' if cfg.get('cuda_graphs') else 'eager'}"
+                f"{', ' + comm_label(doc) if comm_label(doc) else ''}")  # fmt: skip
+        rows.append([what, *(_f(((doc["modes"].get(m) or {}).get("step_ms")), ".1f") for m in modes),
+                     _ratio(doc, "domino", "tp"), _ratio(doc, "domino", "nocomm"), _link(p)])  # fmt: skip
+    return _table(["run", *(f"{m} ms" for m in modes), "domino / tp", "domino / nocomm", "file"],
+                  rows)  # fmt: skip
+
+
+def bench_schedule(*, file: str) -> list[str]:
+    """benchmarks/bench_schedule.py's JSON: wall and issue ms per schedule and variant."""
+    (p,) = _files(file)
+    rows = []
+    for r in _load(p)["rows"]:
+        if "wall_ms" not in r:
+            continue
+        variant = "+".join(x for x, on in (("graphs", r.get("graphs")), ("compile", r.get("compile")))
+                           if on) or "eager"  # fmt: skip
+        rows.append([r["schedule"], variant, _f(r["wall_ms"], ".1f"), _f(r.get("issue_ms"), ".1f"),
+                     _f(r.get("peak_mem_gb"), ".1f")])  # fmt: skip
+    return [f"From {_link(p)}:", "", *_table(["schedule", "variant", "wall ms", "issue ms",
+                                              "peak GB"], rows)]  # fmt: skip
+
+
+def whatif(*, files: list[str]) -> list[str]:
+    """benchmarks/bench_whatif.py's JSON: the replay's prediction against the run that
+    applies the change."""
+    rows = []
+    for p in _files(files):
+        d = _load(p)
+        emulated = "emulated" in p.name or "emulated" in str(d.get("trace", ""))
+        where = "CPU, gloo" if "cpu" in p.name else "one H200" + (", emulated comm" if emulated else "")
+        judged = d.get("sign_judged", True)
+        sign = ("right" if d.get("sign_right") else "wrong") if judged else "not judged (noise)"
+        rows.append([f"{d['scenario']} ({p.stem})", where, _f(d.get("predicted_step_ms"), ".2f"),
+                     _f(d.get("measured_profiled_step_ms"), ".2f"),
+                     _f(d.get("measured_timed_step_ms"), ".2f"), _f(d.get("error_pct"), "+.1f"),
+                     sign])  # fmt: skip
+    return _table(["prediction (file)", "machine", "predicted ms", "measured profiled ms",
+                   "measured timed ms", "error %", "sign"], rows)  # fmt: skip
+
+
+def bench_sets(*, file: str, columns: list[list[str]], skip: tuple = ()) -> list[str]:
+    """benchmarks/bench_vs_hta.py's JSON: one row per set, the given (header, key, format)
+    statistics as median [min–max] over the repeats."""
+    (p,) = _files(file)
+    doc = _load(p)
+    head = doc.get("head") or {}
+    def cell(st: dict, keys: str, spec: str) -> str:  # "a|b": the first key the set has
+        return next((_stat(st[k], spec) for k in keys.split("|") if k in st), "n/a")
+
+    rows = [[name, *(cell(st, keys, spec) for _, keys, spec in columns)]
+            for name, st in doc["sets"].items() if name not in skip]  # fmt: skip
+    return [f"`{head.get('command', '')}`, {head.get('date_utc', '')} UTC, "
+            f"{head.get('cores', '?')} cores, {_link(p)}:", "",
+            *_table(["set", *(h for h, _, _ in columns)], rows)]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the manifest
+SECTIONS: list[dict] = [
+    {
+        "title": "The default run on CPU (gloo, tiny, tp 2, every mode)",
+        "where": "the project's shared 2-core CPU machine, 2026-12-03",
+        "render": run_comparison,
+        "args": {"run": "reports/cpu-default-2026-12-03/run.json"},
+        "text": "What a new user sees first. On CPU the collectives take the cores the model "
+                "runs on, so domino cannot win here (the run says so); the run checks the "
+                "schedules and the analysis. Wall time and memory: that directory's README.",
+    },
+    {
+        "title": "Emulated TP 8 on one H200, full depth (emulated comm)",
+        "where": "one H200, 2026-12-02; rank 0's shard of llama3-3b (28 layers), seq 4096",
+        "render": run_verdicts,
+        "args": {"runs": "reports/emulated-h200-full-2026-12-02/*/run.json"},
+        "text": "The headline command as a user types it, eager and with CUDA graphs. Every "
+                "collective is an emulated kernel (docs/EMULATION.md): not a multi-GPU "
+                "measurement. Eager is host-bound at this shard size; graphs take the host "
+                "off the step.",
+    },
+    {
+        "title": "Emulated TP 2 / 4 / 8 on one H200, 8 layers (emulated comm)",
+        "where": "one H200, 2026-12-02; seq 4096, mbs 2, --mode all, 4 timed steps per run",
+        "render": run_repeats,
+        "args": {"runs": "reports/emulated-h200-table-2026-12-02/*-r*/run.json"},
+        "text": "Median [range] over the repeats; each ratio is the run's median of paired "
+                "block ratios. Suite `gpu_session.sh emulate-table`; how the eager rows of "
+                "TP 4 and 8 were re-run: reports/emulated-h200-table-2026-12-02/.",
+    },
+    {
+        "title": "The schedules' own cost: one H200, tp 1 (no collectives)",
+        "where": "one H200, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2",
+        "render": bench_schedule,
+        "args": {"file": "reports/schedule-h200/bench_schedule.json"},
+        "text": "`plain` is autograd on the unsharded model, `plain-mb` the same with 2 "
+                "micro-batches. The later runs and what the profiles say: "
+                "reports/schedule-h200/README.md.",
+    },
+    {
+        "title": "tp 2 on 2xH200 (NCCL), with the previous autograd-based schedule",
+        "where": "2xH200 NVLink, torch 2.11, NCCL 2.28; llama3-3b, seq 4096, mbs 2",
+        "render": mode_repeats,
+        "args": {"runs": ["reports/h200x2-llama3-3b-tp2-seq4096-repeats/*.json",
+                          "reports/h200x2-llama3-3b-tp2-seq4096/run.json",
+                          "reports/h200x2-llama3-3b-tp2-seq4096-cudagraphs/run.json"],
+                 "modes": ["tp", "nocomm", "domino"]},
+        "text": "Real collectives, but the code before the current schedule (no 2-GPU machine "
+                "was lent since; issue 15): the runs whose run.json is committed. What the "
+                "traces say: reports/overheads_h200x2.md.",
+    },
+    {
+        "title": "tp 2 on 2xH200 (NCCL): larger micro-batches and llama3-8b, one run each",
+        "where": "2xH200 NVLink, the previous autograd-based schedule, seq 4096",
+        "render": run_rows,
+        "args": {"runs": ["reports/h200x2-llama3-3b-tp2-seq4096-mbs-scaling/run_mbs*.json",
+                          "reports/h200x2-llama3-8b-tp2-seq4096/*.json"],
+                 "modes": ["tp", "nocomm", "domino"]},
+        "text": "More work per micro-batch takes eager domino off the host's limit.",
+    },
+    {
+        "title": "What if: the replay's predictions against the run that applies the change",
+        "where": "see each row",
+        "render": whatif,
+        "args": {"files": ["reports/whatif/cpu_gloo_tp2_nocomm.json",
+                           "reports/whatif/h200/graphs_*.json",
+                           "reports/whatif/h200/nocomm_*.json"]},
+        "text": "docs/METRICS.md \"Extension: replay model\"; the runs: "
+                "reports/whatif/h200/README.md.",
+    },
+    {
+        "title": "Trace-engine speed against HTA",
+        "where": "the project's 2-core CPU machine",
+        "render": bench_sets,
+        "args": {"file": "reports/bench-analyzer/issue23-round5.json",
+                 "skip": ("start-up",),
+                 "columns": [["domino-prof wall s", "ours_wall_s", ".2f"],
+                             ["HTA / ours wall", "HTA/ours wall", ".1f"],
+                             ["HTA / ours cpu", "HTA/ours cpu", ".1f"],
+                             ["ours / decode floor (2 procs)",
+                              "ours/floor ranks at once wall|ours/floor 2 procs wall", ".2f"],
+                             ["peak PSS / JSON", "ours_peak_pss_over_json", ".2f"]]},
+        "text": "Each repeat runs the tools of a set in turn; a ratio is taken within a repeat. "
+                "The sets, the targets and the earlier rounds: reports/bench-analyzer/.",
+    },
+    {
+        "title": "Start-up: a 2-event trace end to end",
+        "where": "the project's 2-core CPU machine",
+        "render": bench_sets,
+        "args": {"file": "reports/bench-analyzer/issue23-round5.json",
+                 "skip": ("tiled-real", "kernel-heavy", "kernel-flows", "one-big-file"),
+                 "columns": [["domino-prof wall s", "ours_wall_s", ".2f"],
+                             ["ours / `import pandas`", "ours/import pandas wall", ".2f"],
+                             ["ours / bare `python`", "ours/python wall", ".2f"]]},
+        "text": "`domino-prof analyze` of a trace of two events, against a bare interpreter "
+                "and `python -c \"import pandas\"` in the same alternating runs.",
+    },
+]
+
+
+def render() -> str:
+    lines = [
+        "# Measured results",
+        "",
+        "<!-- generated by scripts/gen_results.py from the JSON under reports/: do not edit; "
+        "`python3 scripts/gen_results.py` rewrites it, tests/test_results_doc.py checks it -->",
+        "",
+        "Every table below is read from the committed files it names. Rows of one GPU at "
+        "TP >= 2 are of **emulated** collectives (docs/EMULATION.md). How each was measured: "
+        "the report directory's README and `bash benchmarks/gpu_session.sh --list`.",
+    ]
+    for s in SECTIONS:
+        lines += ["", f"## {s['title']}", "", f"*{s['where']}.* {s['text']}", ""]
+        lines += s["render"](**s["args"])
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/RESULTS.md differs")
+    a = ap.parse_args(argv)
+    text = render()
+    if a.check:
+        if not OUT.is_file() or OUT.read_text(encoding="utf-8") != text:
+            print(f"{_rel(OUT)} is not what scripts/gen_results.py writes from reports/; run "
+                  "python3 scripts/gen_results.py and commit it", file=sys.stderr)  # fmt: skip
+            return 1
+        return 0
+    tmp = OUT.with_name(f".{OUT.name}.tmp")  # all or nothing: never a half-written page
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(OUT)
+    print(f"wrote {_rel(OUT)} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

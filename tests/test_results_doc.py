@@ -1,0 +1,74 @@
+"""docs/RESULTS.md is generated from the committed JSON under reports/ by
+scripts/gen_results.py (issue 35): the committed page is exactly what the script writes,
+a table's number changes with its source file, and every emulated figure says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("_gen_results", ROOT / "scripts" / "gen_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_committed_page_is_what_the_script_writes():
+    gen = _gen()
+    assert (ROOT / "docs" / "RESULTS.md").read_text(encoding="utf-8") == gen.render(), (
+        "docs/RESULTS.md differs from its sources: run python3 scripts/gen_results.py")
+    assert gen.main(["--check"]) == 0
+
+
+def test_a_number_follows_its_source_and_check_catches_a_stale_page(tmp_path, monkeypatch, capsys):
+    """A copy of the tree's reports/ with one run.json edited: the regenerated CPU table
+    carries the new step time, and --check of the old page fails with one line."""
+    gen = _gen()
+    root = tmp_path / "tree"
+    shutil.copytree(ROOT / "reports", root / "reports")
+    (root / "docs").mkdir()
+    (root / "docs" / "RESULTS.md").write_text(gen.render(), encoding="utf-8")
+    p = root / "reports" / "cpu-default-2026-12-03" / "run.json"
+    doc = json.loads(p.read_text())
+    row = next(r for r in doc["comparison"] if r["mode"] == "domino")
+    old = f"| domino | {row['step_ms']:.2f} |"
+    row["step_ms"] = 12345.678
+    p.write_text(json.dumps(doc))
+    monkeypatch.setattr(gen, "ROOT", root)
+    monkeypatch.setattr(gen, "OUT", root / "docs" / "RESULTS.md")
+    text = gen.render()
+    assert "| domino | 12345.68 |" in text and old not in text
+    assert gen.main(["--check"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "docs/RESULTS.md is not what scripts/gen_results.py writes from reports/; run python3 "
+        "scripts/gen_results.py and commit it"]  # fmt: skip
+    assert gen.main([]) == 0 and gen.main(["--check"]) == 0
+    assert not list((root / "docs").glob(".*"))  # written through a temp file, renamed
+
+
+def test_every_emulated_figure_says_emulated():
+    """A section whose sources include a run of emulated collectives says "emulated" in
+    its title and on every row of its table."""
+    gen = _gen()
+    n = 0
+    for s in gen.SECTIONS:
+        files = [f for k in ("run", "runs") if k in s["args"] for f in gen._files(s["args"][k])]
+        kinds = {(json.loads(f.read_text()).get("comm") or {}).get("kind") for f in files}
+        if "emulated" not in kinds:
+            continue
+        n += 1
+        assert "emulated" in s["title"], s["title"]
+        rows = [ln for ln in s["render"](**s["args"]) if ln.startswith("| ") and "---" not in ln]
+        assert len(rows) > 1 and all("emulated" in r for r in rows[1:]), s["title"]
+    assert n == 2  # the full-depth headline and the TP 2/4/8 table
+
+
+def test_the_readme_fits_on_a_screen_or_two():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, len(lines)
