@@ -407,7 +407,7 @@ def main() -> int:
     cpn = sleep_cycles_per_ns()
     doc["sleep_cycles_per_ns"] = cpn
     want = {s for s in args.shapes.split(",") if s}
-    for cname in args.configs.split(","):
+    for cname in [c for c in args.configs.split(",") if c]:
         prof_name, R, T = CONFIGS[cname]
         comms = Comms(prof_name, R, T, dev)
         cdoc = doc["configs"][cname] = {"profile": prof_name, "R": R, "T": T,

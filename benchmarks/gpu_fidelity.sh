@@ -36,6 +36,22 @@ for part in $parts; do
     ab)
       timeout 330 python3 benchmarks/bench_tax_ab.py --out "$OUT" --reps "$REPS" \
         --carveouts "${CARVEOUTS:-0:24,24:24,0:8,8:8,16:16}" || echo "ab rc=$?" ;;
+    checks)  # the paced kernel's checks alone (outputs, durations against the model)
+      timeout 120 python3 benchmarks/bench_tax_ab.py --out "$OUT" --configs "" || echo "checks rc=$?" ;;
+    table)  # the emulated table's rows with the paced stand-in: TABLE rows "model|tp|layers|flags"
+      while IFS='|' read -r model tp layers flags; do
+        [ -n "$model" ] || continue
+        name="table-$model-tp$tp-l$layers${flags:+-graphs}"
+        echo "== $name at $(( $(date +%s) - t0 )) s"
+        timeout "$RUN_S" python3 -m domino_prof.commands.run --tp "$tp" --seq 4096 --model "$model" \
+          --layers "$layers" --comm emulate --mode all --steps "${TABLE_STEPS:-16}" --block-steps 4 \
+          --profile-steps 1 --no-analyze --out "$W/table/$name" $flags 2>&1 | grep -E "verdict|^│ (tp|nocomm|domino) " | head -8
+      done <<< "${TABLE:-"llama3-3b|2|8|--cuda-graphs
+llama3-3b|4|8|--cuda-graphs
+llama3-3b|8|8|--cuda-graphs
+llama3-8b|8|8|--cuda-graphs
+llama3-70b|8|8|--cuda-graphs"}"
+      tar -C "$W" -czf "$OUT/table.tar.gz" table && ls -la "$OUT/table.tar.gz" ;;
     tune)  # issue 34's knobs on the headline shape, emulated (domino-prof tune)
       timeout "${TUNE_S:-300}" python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
         --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/tune" $TUNE_GRID 2>&1 | tail -30

@@ -153,7 +153,7 @@ def test_col_split_refused_where_it_does_not_apply():
         ({"col_splits": 0}, "--col-splits must be >= 1, got 0"),
         ({"col_splits": 3}, "--col-splits 3 does not divide the tiny model's dim (256)"),
         ({"col_splits": 2, "modes": ("tp", "sp")}, "--col-splits 2 applies to the modes of the "
-         "domino schedule (domino); --mode tp, sp takes none"),
+         "domino schedule (domino, domino-nocomm); --mode tp, sp takes none"),
         ({"splits": 1, "modes": ("domino",)}, "--splits must be >= 2 for domino (1 micro-batch "
          "cannot overlap, unless --col-splits >= 2)"),
         ({"splits": 1, "col_splits": 2, "modes": ("domino", "domino-sp")},
@@ -163,7 +163,8 @@ def test_col_split_refused_where_it_does_not_apply():
         ({"mbs": 4, "splits": 3, "split_sizes": (3, 1)}, "--split-sizes 3,1 gives 2 "
          "micro-batches but --splits is 3; drop --splits"),
         ({"mbs": 4, "split_sizes": (3, 1), "modes": ("tp", "sp")}, "--split-sizes applies to the "
-         "micro-batched modes (domino, domino-sp); --mode tp, sp takes one micro-batch"),
+         "micro-batched modes (domino, domino-nocomm, domino-sp); --mode tp, sp takes one "
+         "micro-batch"),
         ({"comm_ctas": 8}, "--comm-ctas sets the CTAs of NCCL's (or the emulated) collectives; "
          "--comm gloo has none"),
         ({"device": "cuda", "comm_ctas": 0}, "--comm-ctas must be >= 1, got 0"),
@@ -191,7 +192,7 @@ def test_config_knobs_resolve_and_round_trip_through_run_json():
     assert (c.splits, c.split_sizes) == (3, (1, 2, 1))
     assert {m: (c.splits_for(m), c.col_splits_for(m), c.split_sizes_for(m)) for m in c.modes} == {
         "tp": (1, 1, None), "nocomm": (1, 1, None), "domino": (3, 4, (1, 2, 1)),
-        "sp": (1, 1, None), "domino-sp": (3, 1, (1, 2, 1))}  # fmt: skip
+        "domino-nocomm": (3, 4, (1, 2, 1)), "sp": (1, 1, None), "domino-sp": (3, 1, (1, 2, 1))}  # fmt: skip
     assert RunConfig(model=tiny(), splits=1, col_splits=2, modes=("domino",)).validate()
     d = RunConfig(model=tiny(), device="cuda", comm="nccl", comm_ctas=8, sm_carveout=16,
                   mbs=4, split_sizes=(3, 1), col_splits=2).validate().to_dict()  # fmt: skip

@@ -135,6 +135,9 @@ class PacedPlan:
     slot_vec: int  # data vectors per FIFO slot (per CTA)
     fifo_factor: int  # FIFO lines written and read per data vector
     dur_ns: int
+    # the peer's FIFO writes done by the stand-in's own SMs (not for LL: its FIFO stays in
+    # L2 and those writes are the peer's SMs' work; docs/EMULATION.md §3b)
+    peer_writes: bool = True
 
     @property
     def share_vec(self) -> int:
@@ -164,7 +167,8 @@ class PacedPlan:
 
     def traffic(self) -> tuple[int, int]:
         """(bytes read, bytes written) the kernel moves: the step table over every chunk
-        element once (FIFO lines x the protocol factor)."""
+        element once (FIFO lines x the protocol factor; the peer's FIFO writes only with
+        ``peer_writes``)."""
         n = self.chunk_vec
         rd = wr = 0
         for src, dst, fl in self.steps:
@@ -172,7 +176,8 @@ class PacedPlan:
                 rd += n
             if fl & FIFO:
                 rd += n * self.fifo_factor
-                wr += n * self.fifo_factor
+                if self.peer_writes:
+                    wr += n * self.fifo_factor
             if fl & WRITE_DST:
                 wr += n
         return rd * VEC, wr * VEC
@@ -208,7 +213,7 @@ def paced_plan(collective: str, *, ranks: int, rank: int, src_bytes: int, dst_by
     return PacedPlan(collective=collective, steps=ring_steps(collective, ranks=R, rank=rank),
                      chunk_vec=chunk, src_vec=src_bytes // VEC, dst_vec=dst_bytes // VEC,
                      ctas=ctas, threads=threads, slot_vec=slot, fifo_factor=p,
-                     dur_ns=dur_ns)  # fmt: skip
+                     dur_ns=dur_ns, peer_writes=protocol != "LL")  # fmt: skip
 
 
 def step_table(plan: PacedPlan) -> np.ndarray:

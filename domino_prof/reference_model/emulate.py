@@ -386,7 +386,7 @@ class EmulatedComm:
         return pk.Launcher(kern, ctas=pp.ctas, fifo_ptr=fifo.data_ptr(),
                            steps_ptr=table.data_ptr(), n_steps=len(pp.steps),
                            chunk=pp.chunk_vec, slot=pp.slot_vec, ff=pp.fifo_factor,
-                           dur_ns=pp.dur_ns)  # fmt: skip
+                           dur_ns=pp.dur_ns, peer_writes=pp.peer_writes)  # fmt: skip
 
     def kernel_facts(self) -> list[dict]:
         """What the paced kernels compiled here are (name, threads, registers per thread
