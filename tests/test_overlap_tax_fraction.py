@@ -285,6 +285,14 @@ def test_limits_measures_every_part_with_domino_nocomm():
                      "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
     assert d["residual_ms"] == pytest.approx(1.5) and d["adds_up"] is False
     assert "residual 1.50 ms (the parts do not add up: |residual| > 5% of the gap)" in d["text"]
+    # the exposed comm counted where domino-nocomm idles too: domino exposes 5 ms, but its
+    # idle beyond domino-nocomm's is (112 - 10) - (106 - 8) = 4 ms, 0.5 of it the host's:
+    # 5 - 3.5 = 1.5 ms of the exposed comm lies in the split's own gaps = -residual
+    d = limits(RUN, {"domino": {**dom, "totals": {**dom["totals"], "exposed_ms_per_step": 5.0}},
+                     "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
+    assert d["residual_ms"] == pytest.approx(-1.5) and d["adds_up"] is False
+    assert d["exposed_in_split_gaps_ms"] == pytest.approx(1.5)
+    assert "of the exposed comm, 1.50 ms fell where domino-nocomm's device is idle" in d["text"]
     # domino-nocomm's document without class rows (analysed before issue 33): tax not
     # measured, the residual 12 - (6 + 3 + 0.5) = 2.5 holds it, adds_up unknown
     old = {**dnc, "overheads": {**dnc["overheads"], "whatif": {"overlap_tax": {}}}}
