@@ -15,7 +15,9 @@ source and destination use plain 16-byte accesses. A peer's writes into the FIFO
 done by this GPU's SMs (``pw``) except for LL: its FIFOs (512 KiB a channel) stay in L2
 and its peer's writes are the peer's SMs' work; done here they made the LL stand-in 1.3x
 (6.3 MB) to 1.9x (50 MB) longer than the model on the H200, its 24 CTAs' accesses the
-limit. A pass moves ``threads x 6`` vectors
+limit. The waits sleep (``__nanosleep``) between clock reads: a spin that kept the SM's
+issue slots busy made a memory-bound kernel's CTAs on those SMs crawl (SiLU on [4096,
+4096] 36x slower beside it on the H200, 1.09x beside a real NCCL kernel polling). A pass moves ``threads x 6`` vectors
 of the CTA's share across FIFO slots, as NCCL keeps up to 8 steps in flight (6 vectors
 a thread: the most that stay in 96 registers, the real kernel's count, without spills).
 """
@@ -70,7 +72,8 @@ __device__ __forceinline__ void paced_body(
 #if PAD > 0
   unsigned pad[PAD];
 #pragma unroll
-  for (int i = 0; i < PAD; ++i) pad[i] = (unsigned)tid + 7u * i;
+  for (int i = 0; i < PAD; ++i)  // each a clock read: not recomputable, so kept in a register
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(pad[i]));
 #endif
   const u64 t0 = now_ns();
   long long k = 0;
@@ -78,12 +81,7 @@ __device__ __forceinline__ void paced_body(
     const int sc = steps[4 * s], dc = steps[4 * s + 1], fl = steps[4 * s + 2];
     for (long long pi = 0; pi < pps; ++pi, ++k) {
       const u64 due = t0 + (u64)((k * dur) / K);  // pass k of K starts at k/K of dur
-      while (now_ns() < due) {
-#if PAD > 0
-#pragma unroll
-        for (int i = 0; i < PAD; ++i) pad[i] = pad[i] * 1664525u + 1013904223u;
-#endif
-      }
+      while (now_ns() < due) __nanosleep(64);  // wait without taking issue slots
       const long long base = lo + pi * span;
       if (base >= hi) continue;
       // lane u of this thread: position base + u*T + tid (32-bit offsets from here)
@@ -132,14 +130,9 @@ __device__ __forceinline__ void paced_body(
     }
   }
   const u64 end = t0 + (u64)dur;
-  while (now_ns() < end) {
-#if PAD > 0
-#pragma unroll
-    for (int i = 0; i < PAD; ++i) pad[i] = pad[i] * 1664525u + 1013904223u;
-#endif
-  }
+  while (now_ns() < end) __nanosleep(64);
   if (never) {  // never true: keeps the pad registers (and reserved[]) alive
-    unsigned acc = reserved[0].x ^ sink;
+    unsigned acc = reserved[0].x ^ sink;  // pad[] is live to here: it holds registers
 #if PAD > 0
 #pragma unroll
     for (int i = 0; i < PAD; ++i) acc ^= pad[i];
@@ -304,8 +297,12 @@ def build(collective: str, *, threads: int, registers: int | None, shared_bytes:
     name = NAMES[collective]
     func, mod = _compile(name, threads=threads, pad=0, max_regs=registers)
     got = _attr(func, CU_FUNC_ATTRIBUTE_NUM_REGS)
-    if registers and got < registers:
-        func, mod = _compile(name, threads=threads, pad=registers - got, max_regs=registers)
+    pad = 0
+    for _ in range(3):  # the pad adds about one register each; ptxas rounds: up to 3 tries
+        if not registers or got >= registers:
+            break
+        pad += registers - got
+        func, mod = _compile(name, threads=threads, pad=pad, max_regs=registers)
         got = _attr(func, CU_FUNC_ATTRIBUTE_NUM_REGS)
     if shared_bytes >= 48 * 1024:
         _check(_libcuda().cuFuncSetAttribute(
