@@ -409,6 +409,9 @@ suite_whatif_emulated() {
   pack emulated "${dirs[@]}"
 }
 
+## fidelity: 1 GPU: the paced comm stand-in checked, every kernel shape beside the burst and paced stand-ins (bench_tax_ab.py), the headline with domino-nocomm, the emulated table's rows, tune (issue 33/34; FIDELITY_PARTS, default "checks ab runs")
+suite_fidelity() { bash benchmarks/fidelity_parts.sh ${FIDELITY_PARTS:-checks ab runs}; }
+
 # --------------------------------------------------------------------------- driver
 exec > >(tee -a "$OUT/gpu_session.log") 2>&1
 echo "== gpu_session.sh $(date -u +%FT%TZ) suites: $*"

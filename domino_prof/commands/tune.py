@@ -324,7 +324,7 @@ def register(app: typer.Typer) -> None:
             "Directory of the candidates' run directories and tune.json [default: "
             "runs/<time>-tune-<model>-tp<N>].")),  # fmt: skip
     ) -> None:
-        """Sweep Domino's knobs; rank candidates by the fraction of the no-comm bound.
+        """Sweep Domino's knobs; rank them by domino / nocomm.
 
         Each candidate is a `run` of domino + nocomm (+ domino-nocomm) under OUT; tp is
         timed at each of its own settings and its best is the reference. Prints the best

@@ -2,7 +2,7 @@
 # Issue 33 on ONE H200: the paced comm stand-in checked, the A/B of every kernel shape
 # beside the burst and paced stand-ins (benchmarks/bench_tax_ab.py), and the headline
 # command with each stand-in (RUNS). Everything emulated says so in its run.json / traces.
-#   OUT=/some/dir bash benchmarks/gpu_fidelity.sh [ab] [runs] [tune]  (default: ab runs)
+#   OUT=/some/dir bash benchmarks/fidelity_parts.sh [ab] [runs] [tune]  (default: ab runs)
 # Comes back: fidelity.log, tax_ab_raw.json.gz, run-<name>.tar.gz (run.json, logs,
 # traces; analysed on the CPU box with `domino-prof run --reanalyze DIR`).
 set -uo pipefail
@@ -17,7 +17,7 @@ TUNE_GRID=${TUNE_GRID:-"--grid cuda_graphs=on --grid col_splits=1,2 --grid sm_ca
 # name | env | flags: the headline command (llama3-3b, 28 layers, seq 4096, mbs 2, TP 8)
 RUNS=${RUNS:-"graphs-paced|DOMINO_PROF_EMULATE_KERNEL=paced|--cuda-graphs
 eager-paced|DOMINO_PROF_EMULATE_KERNEL=paced|"}
-echo "== gpu_fidelity.sh $(date -u +%FT%TZ) parts: $parts"
+echo "== fidelity_parts.sh $(date -u +%FT%TZ) parts: $parts"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 t0=$(date +%s)
