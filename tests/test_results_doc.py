@@ -66,7 +66,7 @@ def test_every_emulated_figure_says_emulated():
         assert "emulated" in s["title"], s["title"]
         rows = [ln for ln in s["render"](**s["args"]) if ln.startswith("| ") and "---" not in ln]
         assert len(rows) > 1 and all("emulated" in r for r in rows[1:]), s["title"]
-    assert n == 2  # the full-depth headline and the TP 2/4/8 table
+    assert n == 4  # the full-depth headline, the paced headline, its limits, the TP 2/4/8 table
 
 
 def test_the_readme_fits_on_a_screen_or_two():
