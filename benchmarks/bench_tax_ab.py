@@ -333,7 +333,7 @@ def kernel_checks(dev) -> dict:
             prep = comm._prepare(coll, t, o)
             want = None
             if prep.paced is not None:
-                plan = _plan_of(comm, coll, t, o)
+                plan = comm.paced_plan(coll, t, o)
                 want = simulate(plan, src, dst)
             getattr(comm, coll)(*((t,) if coll == "all_reduce" else (o, t)), async_op=False)
             torch.cuda.synchronize()
@@ -366,19 +366,6 @@ def kernel_checks(dev) -> dict:
                                          "median_us": statistics.median(ts),
                                          "min_us": min(ts)})  # fmt: skip
     return out
-
-
-def _plan_of(comm, coll, t, o):
-    from domino_prof.emulation.profile import DEFAULT_THREADS
-    from domino_prof.emulation.ring import paced_plan
-
-    e = comm._entry(coll, t)
-    from domino_prof.emulation.model import message_bytes
-
-    size = message_bytes(coll, numel_in=t.numel(), numel_out=o.numel(), elem_bytes=2)
-    return paced_plan(coll, ranks=comm.size, rank=comm.rank, src_bytes=t.numel() * 2,
-                      dst_bytes=o.numel() * 2, ctas=e.ctas, threads=e.threads or DEFAULT_THREADS,
-                      protocol=e.protocol, dur_ns=e.time_ns(size), fifo_bytes=e.fifo_bytes)
 
 
 def main() -> int:

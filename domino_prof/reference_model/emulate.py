@@ -82,9 +82,12 @@ class Launch:
         return sum(c.count for c in self.copies) * self.elem_bytes
 
 
-def plan_launch(profile: Profile, collective: str, *, ranks: int, rank: int, t: Any, out: Any,
-                block: int = BLOCK) -> Launch:  # fmt: skip
-    entry = profile.entry(collective, ranks, dtype_name(t.dtype))
+def plan_launch(profile: Profile | None, collective: str, *, ranks: int, rank: int, t: Any,
+                out: Any, block: int = BLOCK, entry: Entry | None = None) -> Launch:  # fmt: skip
+    """The launch of one call; ``entry`` (e.g. with --comm-ctas applied) instead of the
+    profile's entry for it."""
+    if entry is None:
+        entry = profile.entry(collective, ranks, dtype_name(t.dtype))
     size = message_bytes(collective, numel_in=t.numel(), numel_out=out.numel(),
                          elem_bytes=t.element_size())  # fmt: skip
     copies = plan(collective, ranks=ranks, rank=rank, numel_t=t.numel())
@@ -237,8 +240,8 @@ class EmulatedComm:
             kernel = os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced")
         if kernel not in KERNELS:
             raise ConfigError(
-                f"emulated comm kernel {kernel!r} is not one of {', '.join(KERNELS)} "
-                "(DOMINO_PROF_EMULATE_KERNEL / --emulate-kernel)"
+                f"emulated comm kernel {kernel!r} is not one of {', '.join(KERNELS)}; set "
+                "DOMINO_PROF_EMULATE_KERNEL to one of them"
             )
         if ctas is not None and (isinstance(ctas, bool) or not isinstance(ctas, int) or ctas < 1):
             raise ConfigError(f"--comm-ctas must be an integer >= 1, got {ctas!r}")
@@ -339,24 +342,32 @@ class EmulatedComm:
         paced kernel's launcher when that kernel is chosen and the buffers cut into
         16-byte vectors (else the burst kernel, counted in ``fallbacks``)."""
         entry = self._entry(coll, t)
-        launch = plan_launch(_OneEntry(entry), coll, ranks=self.size, rank=self.rank, t=t,
-                             out=out)  # fmt: skip
+        launch = plan_launch(None, coll, ranks=self.size, rank=self.rank, t=t, out=out,
+                             entry=entry)  # fmt: skip
         prep = Prepared(launch)
         if self.kernel != "paced":
             return prep
-        pp = None
-        if t.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0:
-            pp = paced_plan(coll, ranks=self.size, rank=self.rank,
-                            src_bytes=t.numel() * t.element_size(),
-                            dst_bytes=out.numel() * out.element_size(),
-                            ctas=entry.ctas, threads=entry.threads or DEFAULT_THREADS,
-                            protocol=entry.protocol, dur_ns=launch.dur_ns,
-                            fifo_bytes=entry.fifo_bytes)  # fmt: skip
+        pp = self.paced_plan(coll, t, out)
         if pp is None:
             self.fallbacks += 1
             return prep
         prep.paced = self._paced_launcher(entry, pp)
         return prep
+
+    def paced_plan(self, coll: str, t: Any, out: Any) -> PacedPlan | None:
+        """What the paced kernel is given for this call (``emulation.ring``), or None when
+        the buffers are not 16-byte aligned or do not cut into whole vectors per chunk."""
+        if t.data_ptr() % 16 or out.data_ptr() % 16:
+            return None
+        entry = self._entry(coll, t)
+        size = message_bytes(coll, numel_in=t.numel(), numel_out=out.numel(),
+                             elem_bytes=t.element_size())  # fmt: skip
+        return paced_plan(coll, ranks=self.size, rank=self.rank,
+                          src_bytes=t.numel() * t.element_size(),
+                          dst_bytes=out.numel() * out.element_size(),
+                          ctas=entry.ctas, threads=entry.threads or DEFAULT_THREADS,
+                          protocol=entry.protocol, dur_ns=entry.time_ns(size),
+                          fifo_bytes=entry.fifo_bytes)  # fmt: skip
 
     def _paced_launcher(self, entry: Entry, pp: PacedPlan) -> Any:
         import torch
@@ -445,17 +456,6 @@ class EmulatedComm:
         """Write the emulation mark into an exported trace file (docs/EMULATION.md)."""
         mark_trace_file(path, comm_marker(self.profile.name, ranks=self.size, rank=self.rank,
                                           kernel=self.kernel, ctas=self.ctas))  # fmt: skip
-
-
-class _OneEntry:
-    """A profile of one entry (``plan_launch`` asks a profile for its entry): the entry
-    with ``--comm-ctas`` applied."""
-
-    def __init__(self, entry: Entry) -> None:
-        self._e = entry
-
-    def entry(self, collective: str, ranks: int, dtype: str) -> Entry:
-        return self._e
 
 
 class _PlainWork:
