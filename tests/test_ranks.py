@@ -216,10 +216,6 @@ def worker(rank, world, out):
                 time.sleep(0.1)  # rank 1 arrives ~100 ms late at every all_reduce
             with record_function("comm.allreduce"):
                 dist.all_reduce(torch.ones(1 << 16))
-            # the gloo thread records its event after the wait has returned: under load the
-            # last active step's gloo:all_reduce missed the trace (the reference below then
-            # found no event for that launch); both ranks wait alike, the skews stay
-            time.sleep(0.05)
             p.step()
     clean_shutdown()
 
@@ -277,8 +273,19 @@ def test_real_gloo_late_rank(tmp_path):
     strag = {s["rank"]: s for s in ar["stragglers"]}
     assert strag[1]["skew_caused_ns"] == late_sum[1]
     assert strag[0]["skew_caused_ns"] == late_sum[0]
-    f = next(x for x in out_["findings"] if x["id"] == "rank_skew")
-    assert f["where"]["rank"] == 1
+    # the finding is listed unless the replay puts its gain at zero (findings.ZERO_GAIN_MS,
+    # issue 35): rank 1's lateness is host time (a sleep), so removing the skew in the
+    # replay can leave the step as long; which one happens depends on the run's timing
+    from domino_prof.analysis.findings import ZERO_GAIN_MS
+
+    w = out_["whatif"]
+    gain = ({r["name"]: r.get("gain_ms") for r in w.get("scenarios") or ()}.get("no_skew")
+            if w.get("computed") and w.get("explained") else None)  # fmt: skip
+    found = [x for x in out_["findings"] if x["id"] == "rank_skew"]
+    if gain is not None and abs(gain) < ZERO_GAIN_MS:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0]["where"]["rank"] == 1
 
 
 def load_trace_dir(path):
