@@ -2,7 +2,8 @@
 # Issue 33 on ONE H200: the paced comm stand-in checked, the A/B of every kernel shape
 # beside the burst and paced stand-ins (benchmarks/bench_tax_ab.py), and the headline
 # command with each stand-in (RUNS). Everything emulated says so in its run.json / traces.
-#   OUT=/some/dir bash benchmarks/fidelity_parts.sh [ab] [runs] [tune]  (default: ab runs)
+#   OUT=/some/dir bash benchmarks/fidelity_parts.sh [checks] [ab] [runs] [table] [tune] [carveout]
+#   (default: ab runs)
 # Comes back: fidelity.log, tax_ab_raw.json.gz, run-<name>.tar.gz (run.json, logs,
 # traces; analysed on the CPU box with `domino-prof run --reanalyze DIR`).
 set -uo pipefail
@@ -52,10 +53,18 @@ llama3-3b|8|8|--cuda-graphs
 llama3-8b|8|8|--cuda-graphs
 llama3-70b|8|8|--cuda-graphs"}"
       tar -C "$W" -czf "$OUT/table.tar.gz" table && ls -la "$OUT/table.tar.gz" ;;
-    tune)  # issue 34's knobs on the headline shape, emulated (domino-prof tune)
-      timeout "${TUNE_S:-300}" python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
-        --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/tune" $TUNE_GRID 2>&1 | tail -30
-      tar -C "$W" -czf "$OUT/tune.tar.gz" tune && ls -la "$OUT/tune.tar.gz" ;;
+    tune)  # issue 34's knobs on the headline shape, emulated (domino-prof tune); TUNES rows
+      # "name|tune flags" (default: one row, tune|$TUNE_GRID), each its own OUT/<name>.tar.gz
+      while IFS='|' read -r name tflags; do
+        [ -n "$name" ] || continue
+        echo "== tune $name ($tflags) at $(( $(date +%s) - t0 )) s"
+        timeout "${TUNE_S:-300}" python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
+          --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/$name" $tflags 2>&1 | tail -30
+        tar -C "$W" -czf "$OUT/$name.tar.gz" "$name" && ls -la "$OUT/$name.tar.gz"
+      done <<< "${TUNES:-"tune|$TUNE_GRID"}" ;;
+    carveout)  # --sm-carveout on the headline GEMMs, alone and beside the emulated all-reduce
+      timeout "${CARVEOUT_S:-150}" python3 benchmarks/bench_carveout.py --out "$OUT" \
+        --reps "${CARVEOUT_REPS:-30}" || echo "carveout rc=$?" ;;
     runs)
       while IFS='|' read -r name envs flags; do
         [ -n "$name" ] || continue

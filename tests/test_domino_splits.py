@@ -170,6 +170,8 @@ def test_col_split_refused_where_it_does_not_apply():
         ({"device": "cuda", "comm_ctas": 0}, "--comm-ctas must be >= 1, got 0"),
         ({"sm_carveout": 16}, "--sm-carveout needs --device cuda"),
         ({"device": "cuda", "sm_carveout": -1}, "--sm-carveout must be >= 0 SMs, got -1"),
+        ({"device": "cuda", "sm_carveout": 8, "carveout_scope": "gemms"},
+         "--carveout-scope must be overlap or all, got 'gemms'"),
     ],
 )  # fmt: skip
 def test_config_errors(kw, needle):
@@ -248,12 +250,12 @@ def test_comm_ctas_and_sm_carveout_plumbing(monkeypatch):
     o = train.pg_options(hp, fake_dist)
     assert o.is_high_priority_stream and o.config.max_ctas == -1
 
-    calls = []
-    fake_torch = SimpleNamespace(_C=SimpleNamespace(_set_sm_carveout_experimental=calls.append))
-    train.set_sm_carveout(base, fake_torch)
-    train.set_sm_carveout(RunConfig(model=tiny(), device="cuda", sm_carveout=12).validate(),
-                          fake_torch)  # fmt: skip
-    assert calls == [12]
+    from domino_prof.reference_model.carveout import carveout_of
+
+    assert carveout_of(base, torch.device("cuda")) is None  # no --sm-carveout: none
+    c = carveout_of(RunConfig(model=tiny(), device="cuda", sm_carveout=12,
+                              carveout_scope="all").validate(), torch.device("cuda"))  # fmt: skip
+    assert (c.sms, c.scope) == (12, "all")
 
     got = []
 

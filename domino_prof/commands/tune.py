@@ -305,6 +305,7 @@ def register(app: typer.Typer) -> None:
         compile: bool = _opt("compile"),
         high_priority_comm: bool = _opt("high_priority_comm"),
         sm_carveout: int = _opt("sm_carveout"),
+        carveout_scope: str = _opt("carveout_scope"),
         seed: int = _opt("seed"),
         timed_steps: int = typer.Option(TUNE_STEPS, "--steps", help="Timed steps per mode "
                                         "of each candidate (few, for speed; raise for "
@@ -344,7 +345,7 @@ def register(app: typer.Typer) -> None:
         base = {"model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
                 "attention": attention, "compile": compile,
-                "high_priority_comm": high_priority_comm,
+                "high_priority_comm": high_priority_comm, "carveout_scope": carveout_scope,
                 "seed": seed, "timed_steps": timed_steps, "block_steps": block_steps,
                 "warmup_steps": warmup_steps, "profile_steps": profile_steps,
                 "timeout_s": timeout_s}  # fmt: skip
@@ -483,6 +484,8 @@ def _base_flags(cfg, *, layers: int) -> list[str]:
     f += ["--high-priority-comm"] if cfg.high_priority_comm else []
     if cfg.sm_carveout is not None:
         f += ["--sm-carveout", str(cfg.sm_carveout)]
+    if cfg.carveout_scope != "overlap":
+        f += ["--carveout-scope", cfg.carveout_scope]
     return f + ["--seed", str(cfg.seed)]
 
 

@@ -314,8 +314,13 @@ class RunConfig:
                                    "kernel's (--comm emulate); default: the library's.",
                                    )  # fmt: skip
     sm_carveout: int | None = _field(None, "--sm-carveout", "SMs that GEMMs leave free for "
-                                     "the collectives (torch's experimental SM carveout; CUDA "
-                                     "only); default: none.")  # fmt: skip
+                                     "the collectives (torch's experimental SM carveout, on "
+                                     "the cuBLASLt path it needs; CUDA only); default: none.",
+                                     )  # fmt: skip
+    # which GEMMs take --sm-carveout (reference_model/carveout.py)
+    carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
+                                 "--sm-carveout: overlap (the segments issued while an "
+                                 "async collective is in flight) or all.")  # fmt: skip
     modes: tuple[str, ...] = _field(MODES, "--mode", f"{', '.join(MODES)}, or all of them back "
                                     "to back in one process group.", cli_default="all")
     device: str = _field("cpu", "--device", "cuda, cpu, or auto.", cli_default=AUTO)
@@ -457,6 +462,9 @@ class RunConfig:
                               "leave free)")  # fmt: skip
         if self.sm_carveout is not None and self.sm_carveout < 0:
             raise ConfigError(f"--sm-carveout must be >= 0 SMs, got {self.sm_carveout}")
+        if self.carveout_scope not in ("overlap", "all"):
+            raise ConfigError(f"--carveout-scope must be overlap or all, got "
+                              f"{self.carveout_scope!r}")  # fmt: skip
         if self.comm_ctas is not None and self.comm_ctas < 1:
             raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")
         if self.high_priority_comm and self.device != "cuda":

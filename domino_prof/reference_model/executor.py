@@ -109,8 +109,13 @@ class SegmentExecutor:
         side_stream: bool = False,
         graph_inflight: int = 8,
         record: bool = False,
+        carveout=None,
     ) -> None:
         self.comm, self.graphs, self.compile = comm, graphs, compile
+        # --sm-carveout (carveout.Carveout): told before each issued segment whether an
+        # async collective is in flight (launched, not yet waited for: ``_open``)
+        self.carveout = carveout
+        self._open: dict = {}
         self.cuda = device.type == "cuda"
         self.graph_inflight = graph_inflight
         self.host_wait_s = 0.0  # time the host spent held back by the in-flight cap
@@ -163,6 +168,7 @@ class SegmentExecutor:
         if self._streams is not None:
             self._main = self._streams.current()
             self._ev_n = 0
+        self._open.clear()
 
     def _capture(self, run, key) -> None:
         """Warm up eagerly (lazy library init), then capture every segment in order."""
@@ -224,6 +230,8 @@ class SegmentExecutor:
             self.events.append(("run", key))
         side = side and self.side is not None
         mode = self.mode
+        if self.carveout is not None and mode != "replay":  # a replay's GEMMs are captured
+            self.carveout.segment(bool(self._open))
         if mode == "replay":
             g, kept = self.graph_store[key]
             with self.side_ctx(side):
@@ -373,7 +381,10 @@ class SegmentExecutor:
             w = call(*args, async_op=async_op, **kw)
         if ordered and w is None and self.side is not None:
             w = EventWork(self._record(side))
-        return Pending(key, w)
+        p = Pending(key, w)
+        if async_op:  # in flight until waited for (every mode: the capture pass too)
+            self._open[id(p)] = p
+        return p
 
     def mark(self, w=None):
         """``w``, or (if None and a side stream exists) an event on the current stream."""
@@ -398,6 +409,7 @@ class SegmentExecutor:
         current stream)."""
         if p is None:
             return
+        self._open.pop(id(p), None)
         if self.events is not None:
             self.events.append(("wait", p.key))
         w = p.work

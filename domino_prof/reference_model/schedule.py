@@ -27,6 +27,7 @@ import torch
 
 from domino_prof.reference_model import modes
 from domino_prof.reference_model import units as U
+from domino_prof.reference_model.carveout import carveout_of
 from domino_prof.reference_model.comm import Comm, make_comm
 from domino_prof.reference_model.config import default_profile
 from domino_prof.reference_model.executor import SegmentExecutor
@@ -71,6 +72,7 @@ class StepRunner:
         compile: bool = False,
         graph_inflight: int = 8,
         record: bool = False,
+        carveout=None,
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -101,7 +103,10 @@ class StepRunner:
             side_stream=self.sp and self.spec.micro_batched,
             graph_inflight=graph_inflight,
             record=record,
+            carveout=carveout,  # --sm-carveout: carveout.Carveout, told per segment
         )
+        if carveout is not None:
+            carveout.start()
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
         cfg = model.cfg
@@ -221,4 +226,5 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,
         graph_inflight=graph_inflight,
+        carveout=carveout_of(cfg, device),
     )

@@ -150,6 +150,17 @@ def interleaved(cfg: RunConfig) -> bool:
     return per_mode * len(cfg.modes) <= INTERLEAVE_MAX_BYTES
 
 
+def _carveout_record(runner) -> dict | None:
+    """run.json's word on --sm-carveout for a mode: the SMs, the scope and the share of
+    the issued segments (eager, or captured) that took it (tp: 0 under scope overlap)."""
+    c = getattr(getattr(runner, "executor", None), "carveout", None)
+    if c is None:
+        return None
+    on, n = c.counts
+    return {"sms": c.sms, "scope": c.scope, "segments_on": on, "segments": n,
+            "blas": "cublaslt"}  # fmt: skip
+
+
 class ModeRun:
     """One mode's model, optimizer and data, and what its steps measured: warm-up, then
     timed blocks (called by the worker in its order), then the profiled steps."""
@@ -271,6 +282,7 @@ class ModeRun:
             # (docs/EMULATION.md section 2), so an emulated SP step's loss may be NaN
             "losses": [x if math.isfinite(x) else None for x in self.losses],
             "numerics": _numerics(cfg, self.mode),
+            "carveout": _carveout_record(self.runner),
         }
 
 
@@ -465,13 +477,6 @@ def pg_options(cfg: RunConfig, dist_module=dist):
     return opts
 
 
-def set_sm_carveout(cfg: RunConfig, torch_module=torch) -> None:
-    """``--sm-carveout N``: GEMMs leave N SMs free (torch's experimental carveout, read by
-    cuBLAS and inductor); set once per process, before any runner is built."""
-    if cfg.sm_carveout is not None:
-        torch_module._C._set_sm_carveout_experimental(cfg.sm_carveout)
-
-
 def worker(cfg: RunConfig, out: Path) -> int:
     """The body every rank runs. Returns a process exit code."""
     # torch.profiler imports torch.distributed.nn lazily; imported after init, that
@@ -517,8 +522,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
             )
             return EXIT_CONFIG
     torch.manual_seed(cfg.seed)
-    if use_cuda:
-        set_sm_carveout(cfg)
+    # --sm-carveout: each runner's carveout.Carveout (schedule.build_runner) sets it
     # the attention kernel decided here, eagerly: under --compile the first call would
     # otherwise be traced, and torch.backends.cudnn.is_available() breaks the graph
     units.attention_kernel(device, DTYPES.get(cfg.dtype))

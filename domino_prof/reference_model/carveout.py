@@ -1,0 +1,111 @@
+"""``--sm-carveout N``: the GEMMs that run beside a collective leave N SMs free for it.
+
+Why: cuBLAS's large GEMMs at the headline shape launch a one-wave grid of 120-132 CTAs
+(``nvjet_sm90_*`` with grid 132 on the H200's 132 SMs). A collective kernel holding 24
+SMs leaves them 108, so the last CTAs run as a second wave and the GEMM takes 1.6-1.9x
+as long (emulated TP 8, reports/emulator-fidelity/; the real 2xH200 fixture's GEMMs lose
+the same beside NCCL's kernel). A GEMM told to target 132 − N SMs runs one wave on the
+SMs left and loses only the SMs' share.
+
+How, in torch: ``torch._C._set_sm_carveout_experimental(N)`` is read on the **cuBLASLt**
+path only (``CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET``); torch's default BLAS path for a
+bf16 ``mm`` is cuBLAS, which ignores it. That is why the first measurement of this knob
+(2026-12-03, reports/emulated-h200-fidelity-2026-12-03/tune/) changed nothing: so the
+carveout here always comes with ``torch.backends.cuda.preferred_blas_library("cublaslt")``,
+and the library torch had is restored wherever the carveout is off.
+
+Scope (``--carveout-scope``):
+
+* ``overlap`` (default): only the segments issued while an async collective is in flight
+  (launched, not yet waited for: domino's overlapped compute). A synchronous schedule (tp)
+  never has one in flight, so its GEMMs are untouched, and a GEMM that runs alone keeps
+  every SM. The segment is the unit: a segment that starts beside a collective keeps the
+  carveout for its later GEMMs too, although the collective may have ended by then.
+* ``all``: every GEMM of the process, set once before any runner is built.
+
+Under CUDA graphs the carveout of a segment is the one in force when it was captured
+(the kernel and its grid are in the graph); eager, when its GEMMs are issued.
+"""
+
+from __future__ import annotations
+
+SCOPES = ("overlap", "all")
+
+
+class TorchBlas:
+    """The two torch knobs, set together (the carveout is read on the cuBLASLt path)."""
+
+    def __init__(self, torch_module=None) -> None:
+        if torch_module is None:
+            import torch as torch_module
+        self.torch = torch_module
+        self.default = torch_module.backends.cuda.preferred_blas_library()
+
+    def set(self, sms: int | None) -> None:
+        t = self.torch
+        if sms is None:
+            t._C._set_sm_carveout_experimental(None)
+            t.backends.cuda.preferred_blas_library(self.default)
+        else:
+            t.backends.cuda.preferred_blas_library("cublaslt")
+            t._C._set_sm_carveout_experimental(sms)
+
+
+class Carveout:
+    """The carveout of one runner: ``segment(in_flight)`` before each segment is issued
+    (eager or captured) turns it on for a segment issued beside a collective, off
+    otherwise (scope ``overlap``); scope ``all`` is on from :meth:`start` on.
+    ``counts`` = (segments issued with it on, segments issued), for the run's record and
+    the tests. ``blas``: anything with ``set(sms | None)`` (tests: a recorder)."""
+
+    def __init__(self, sms: int, scope: str = "overlap", blas=None) -> None:
+        if scope not in SCOPES:
+            raise ValueError(f"carveout scope {scope!r}: one of {', '.join(SCOPES)}")
+        if sms < 0:
+            raise ValueError(f"carveout {sms} SMs: must be >= 0")
+        self.sms, self.scope = sms, scope
+        self._blas = blas
+        self._on: bool | None = None  # None: not set by this object yet
+        self.on_segments = 0
+        self.segments = 0
+
+    @property
+    def blas(self):
+        if self._blas is None:
+            self._blas = TorchBlas()
+        return self._blas
+
+    def _turn(self, on: bool) -> None:
+        if on != self._on:
+            self.blas.set(self.sms if on else None)
+            self._on = on
+
+    def start(self) -> None:
+        """Scope ``all``: on for good (before the runner issues anything)."""
+        if self.scope == "all":
+            self._turn(True)
+
+    def segment(self, in_flight: bool) -> None:
+        """A segment is about to be issued; ``in_flight``: a collective runs beside it."""
+        on = True if self.scope == "all" else bool(in_flight)
+        self.segments += 1
+        self.on_segments += on
+        self._turn(on)
+
+    def stop(self) -> None:
+        """Back to torch's own settings (the end of a mode: the next mode starts clean)."""
+        if self._on:
+            self._turn(False)
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        return self.on_segments, self.segments
+
+
+def carveout_of(cfg, device) -> Carveout | None:
+    """The runner's carveout for a ``RunConfig`` (None: no ``--sm-carveout``, or not CUDA:
+    the config refuses that, a test's CPU runner has none)."""
+    sms = getattr(cfg, "sm_carveout", None)
+    if sms is None or getattr(device, "type", str(device)) != "cuda":
+        return None
+    return Carveout(sms, getattr(cfg, "carveout_scope", "overlap"))
