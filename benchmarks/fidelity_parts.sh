@@ -2,7 +2,7 @@
 # Issue 33 on ONE H200: the paced comm stand-in checked, the A/B of every kernel shape
 # beside the burst and paced stand-ins (benchmarks/bench_tax_ab.py), and the headline
 # command with each stand-in (RUNS). Everything emulated says so in its run.json / traces.
-#   OUT=/some/dir bash benchmarks/fidelity_parts.sh [checks] [ab] [runs] [table] [tune] [carveout]
+#   OUT=/some/dir bash benchmarks/fidelity_parts.sh [checks] [ab] [runs] [table] [tune] [carveout] [boundary]
 #   (default: ab runs)
 # Comes back: fidelity.log, tax_ab_raw.json.gz, run-<name>.tar.gz (run.json, logs,
 # traces; analysed on the CPU box with `domino-prof run --reanalyze DIR`).
@@ -62,6 +62,8 @@ llama3-70b|8|8|--cuda-graphs"}"
           --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/$name" $tflags 2>&1 | tail -30
         tar -C "$W" -czf "$OUT/$name.tar.gz" "$name" && ls -la "$OUT/$name.tar.gz"
       done <<< "${TUNES:-"tune|$TUNE_GRID"}" ;;
+    boundary)  # the gap between two replayed CUDA graphs by the number of graphs (graph_boundary.py)
+      timeout 90 python3 benchmarks/graph_boundary.py --out "$OUT" || echo "boundary rc=$?" ;;
     carveout)  # --sm-carveout on the headline GEMMs, alone and beside the emulated all-reduce
       timeout "${CARVEOUT_S:-150}" python3 benchmarks/bench_carveout.py --out "$OUT" \
         --reps "${CARVEOUT_REPS:-30}" || echo "carveout rc=$?" ;;
