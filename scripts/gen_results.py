@@ -177,10 +177,18 @@ def run_limits(*, runs: str | list[str]) -> list[str]:
 _RUN_NAME = re.compile(r"(?P<model>.+)-tp(?P<tp>\d+)-(?P<variant>eager|graphs)-r(?P<rep>\d+)$")
 
 
-def run_repeats(*, runs: str) -> list[str]:
+def _stand_in(doc: dict) -> str:
+    """The emulated kernel of a run (run.json's comm.kernel; runs from before the field
+    had only the first one, the burst kernel)."""
+    c = doc.get("comm") or {}
+    return c.get("kernel") or "burst (before the field)"
+
+
+def run_repeats(*, runs: str | list[str], kernel: bool = False) -> list[str]:
     """Run directories named <model>-tp<R>-<eager|graphs>-r<k>: per (model, R, variant) the
     median [range] over the repeats of domino's timed step and its ratios; hidden %: the
-    repeats that were analysed (n_h)."""
+    repeats that were analysed (n_h). ``kernel``: the emulated stand-in is a column and a
+    part of the group (old and new side by side)."""
     groups: dict[tuple, list[dict]] = {}
     for p in _files(runs):
         m = _RUN_NAME.match(p.parent.name)
@@ -188,12 +196,13 @@ def run_repeats(*, runs: str) -> list[str]:
             raise SystemExit(f"gen_results: {p.parent.name} is not <model>-tp<R>-<variant>-r<k>")
         doc = _load(p)
         key = (m["model"], (doc["config"].get("model") or {}).get("n_layers"), int(m["tp"]),
-               m["variant"])  # fmt: skip
+               m["variant"], _stand_in(doc) if kernel else "")  # fmt: skip
         groups.setdefault(key, []).append(doc)
     order = {"llama3-3b": 0, "llama3-8b": 1, "llama3-70b": 2}
     rows = []
-    for (model, layers, tp, variant), docs in sorted(
-        groups.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][0], kv[0][2], kv[0][3])
+    for (model, layers, tp, variant, stand_in), docs in sorted(
+        groups.items(),
+        key=lambda kv: (order.get(kv[0][0], 9), kv[0][0], kv[0][2], kv[0][3], kv[0][4]),
     ):
         modes = [d["modes"] for d in docs]
 
@@ -204,11 +213,36 @@ def run_repeats(*, runs: str) -> list[str]:
         hid = [h for d in docs if (h := _hidden(d, "domino")) is not None]
         labels = {comm_label(d) or "real comm" for d in docs}
         rows.append([f"{model} ({layers})", str(tp), variant, " / ".join(sorted(labels)),
+                     *([stand_in] if kernel else []),
                      str(len(docs)), _range([m["domino"]["step_ms"] for m in modes], ".1f"),
                      ratio("domino", "tp"), ratio("domino", "nocomm"), ratio("nocomm", "tp"),
                      f"{_range(hid, '.1f')} ({len(hid)})"])  # fmt: skip
-    return _table(["model (layers)", "TP", "variant", "comm", "n", "domino ms", "domino / tp",
-                   "domino / nocomm", "nocomm / tp", "hidden % (n_h)"], rows)  # fmt: skip
+    return _table(["model (layers)", "TP", "variant", "comm", *(["stand-in"] if kernel else []),
+                   "n", "domino ms", "domino / tp", "domino / nocomm", "nocomm / tp",
+                   "hidden % (n_h)"], rows)  # fmt: skip
+
+
+def tune_rows(*, runs: str | list[str]) -> list[str]:
+    """`domino-prof tune`'s tune.json files: one row per candidate, its model, layers and
+    mbs, the settings, domino's timed step, domino / nocomm, domino / domino-nocomm and
+    domino / best tp (tp at its own best settings in that sweep)."""
+    rows = []
+    for p in _files(runs):
+        doc = _load(p)
+        cfg = doc.get("config") or {}
+        model = cfg.get("model") or {}
+        label = (doc.get("comm") or {}).get("label") or "real comm"
+        best = (doc.get("best_tp") or {}).get("step_ms")
+        for c in sorted(doc.get("candidates") or [], key=lambda c: c.get("rank") or 99):
+            if c.get("status") != "ok":
+                continue
+            rows.append([f"{model.get('name')} ({model.get('n_layers')})", str(cfg.get("mbs")),
+                         c["settings_text"], label, _f(c.get("domino_step_ms"), ".1f"),
+                         _f(c.get("frac_of_nocomm"), ".3f"), _f(c.get("of_domino_nocomm"), ".3f"),
+                         _f(c.get("vs_best_tp"), ".3f"), _f(best, ".1f"),
+                         _link(p.parent)])  # fmt: skip
+    return _table(["model (layers)", "mbs", "settings", "comm", "domino ms", "domino / nocomm",
+                   "domino / domino-nocomm", "domino / best tp", "best tp ms", "sweep"], rows)  # fmt: skip
 
 
 def mode_repeats(*, runs: str | list[str], modes: list[str]) -> list[str]:
@@ -346,6 +380,71 @@ SECTIONS: list[dict] = [
         "text": "Median [range] over the repeats; each ratio is the run's median of paired "
                 "block ratios. Suite `gpu_session.sh emulate-table`; how the eager rows of "
                 "TP 4 and 8 were re-run: reports/emulated-h200-table-2026-12-02/.",
+    },
+    {
+        "title": "Emulated TP 2 / 4 / 8 on one H200, 8 layers, the paced stand-in (emulated comm)",
+        "where": "one H200, 2026-12-03; seq 4096, mbs 2, --mode all, 16 timed steps per run",
+        "render": run_repeats,
+        "args": {"runs": "reports/emulated-h200-2026-12-03b/table/*-r*/run.json",
+                 "kernel": True},
+        "text": "The table above re-measured with the paced comm stand-in (docs/EMULATION.md "
+                "§3b), one run per row (four blocks: no interval). Every collective is an "
+                "emulated kernel: not a multi-GPU measurement. How: "
+                "reports/emulated-h200-2026-12-03b/README.md.",
+    },
+    {
+        "title": "One row, the emulated stand-in before and after (emulated comm)",
+        "where": "one H200; llama3-3b (8 layers), TP 8, seq 4096, mbs 2",
+        "render": run_repeats,
+        "args": {"runs": ["reports/emulated-h200-table-2026-12-02/llama3-3b-tp8-*-r*/run.json",
+                          "reports/emulated-h200-2026-12-03b/table/llama3-3b-tp8-*-r*/run.json"],
+                 "kernel": True},
+        "text": "The burst kernel (2026-12-02, three repeats) and the paced one (2026-12-03, "
+                "one run) on the same row of the two tables above: what the new stand-in "
+                "changed. Both emulated.",
+    },
+    {
+        "title": "The headline re-run, and llama3-8b at full depth (emulated comm)",
+        "where": "one H200, 2026-12-03 (14:20-14:36 UTC); seq 4096, mbs 2, TP 8, "
+                 "16-24 timed steps per mode",
+        "render": run_verdicts,
+        "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
+                          "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
+                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json"]},
+        "text": "The paced stand-in after its last fixes. The eager rows are host-bound, and "
+                "this lent host was slow and uneven during eager-paced (its intervals say so). "
+                "Every collective is an emulated kernel.",
+    },
+    {
+        "title": "What limits domino in those runs (emulated comm)",
+        "where": "one H200, 2026-12-03; the runs above",
+        "render": run_limits,
+        "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
+                          "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
+                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json"]},
+        "text": "Per profiled step, as in the section on the first paced runs.",
+    },
+    {
+        "title": "Domino's knobs, swept by `domino-prof tune` (emulated comm)",
+        "where": "one H200, 2026-12-03; TP 8, seq 4096, CUDA graphs",
+        "render": tune_rows,
+        "args": {"runs": ["reports/emulated-h200-fidelity-2026-12-03/tune/tune.json",
+                          "reports/emulated-h200-2026-12-03b/tune-*/tune.json"]},
+        "text": "Each row one candidate; tp is timed at its own settings in each sweep and its "
+                "best is the reference. The first sweep's carveout rows are of the carveout "
+                "before it took effect (cuBLAS ignored it); the later ones take the cuBLASLt "
+                "path (reference_model/carveout.py). Every collective is an emulated kernel.",
+    },
+    {
+        "title": "The schedules' own cost re-run: one H200, tp 1 (no collectives), 2026-12-03",
+        "where": "one H200, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2; eager "
+                 "and CUDA graphs",
+        "render": bench_schedule,
+        "args": {"file": "reports/emulated-h200-2026-12-03b/bench_schedule.json"},
+        "text": "bench_schedule.py after issue 34's schedule options (each off by default), "
+                "one run; bench_schedule.txt beside it has the ratios.",
     },
     {
         "title": "The schedules' own cost: one H200, tp 1 (no collectives)",
