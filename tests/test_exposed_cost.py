@@ -1,0 +1,154 @@
+"""Exposed comm's step cost (docs/METRICS.md, Overlap, "Extension (issue 33): exposed
+comm's step cost") on hand-built traces.
+
+Builder times are µs, expected values ns (x1000). Compute runs on stream 7, comm (an NCCL
+all-reduce kernel) on stream 13. Every kernel is launched at the step's start (0.01 µs
+apart), long before the stream frees, so no gap is host-bound unless a test launches a
+kernel late on purpose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_switches import load
+from tracegen import TraceBuilder
+
+from domino_prof.analysis.config import AnalysisConfig
+from domino_prof.analysis.exposed_cost import MIN_BUBBLES, step_gaps
+from domino_prof.analysis.reference import ComputeReference
+from domino_prof.engine import analyze
+
+COMM = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+
+
+class Rank:
+    """A TraceBuilder whose kernels are launched early (at ``launch0`` + 0.01 µs each)."""
+
+    def __init__(self) -> None:
+        self.b = TraceBuilder(rank=0)
+        self.n = 0
+
+    def k(self, start, dur, *, comm=False, launch=None, launch0=0.0):
+        self.n += 1
+        at = launch0 + 0.01 * self.n if launch is None else launch
+        self.b.kernel(COMM if comm else f"gemm_{self.n}", stream=13 if comm else 7,
+                      start=start, dur=dur, launch=at, launch_dur=0.005)  # fmt: skip
+
+    def bubbles(self, first, n):
+        """``n`` + 1 compute kernels of 1 µs from ``first``, 0.5 µs apart: n bubbles."""
+        for i in range(n + 1):
+            self.k(first + 1.5 * i, 1)
+
+
+def _totals(tmp_path, r: Rank):
+    trace, _iv = load(tmp_path, r.b)
+    a = analyze(trace, AnalysisConfig())
+    return a.totals, a.overheads["launches"]
+
+
+def test_a_waited_gap_costs_its_exposed_comm_and_bubbles_cost_nothing(tmp_path):
+    """One step, window [10, 61):
+
+    c0..c20 at 10 + 1.5 i: 20 gaps of 500 without comm -> bubble b = 500 (MIN_BUBBLES)
+    comm1 [40, 50); c21 at 51: gap [41, 51) = 10000 holds e = 9000 (comm1's [40, 41) is
+      under c20): the next kernel waited; cost min(9000, 10000 - 500) = 9000
+    c21..c25 at 51 + 1.5 j, comm2 [51.5, 57.5) over them: it is exposed in 4 bubbles of
+      500 (e = 2000); each costs min(500, 500 - 500) = 0
+    comm3 [58, 60), c26 [60, 61): gap [58, 60) = 2000, e = 2000: cost 2000 - 500 = 1500
+    exposed 9000 + 2000 + 2000 = 13000; cost 9000 + 0 + 1500 = 10500, over 6 gaps
+    """
+    r = Rank()
+    r.bubbles(10, 20)
+    r.k(40, 10, comm=True)
+    for j in range(5):
+        r.k(51 + 1.5 * j, 1)
+    r.k(51.5, 6, comm=True)
+    r.k(58, 2, comm=True)
+    r.k(60, 1)
+    r.b.step(1, 0, 100)
+    t, _ = _totals(tmp_path, r)
+    assert t["exposed_ms_per_step"] == pytest.approx(13_000 / 1e6)
+    assert t["exposed_cost_ms_per_step"] == pytest.approx(10_500 / 1e6)
+    c = t["exposed_cost"]
+    assert (c["measured"], c["reason"], c["bubble_us"]) == (True, None, 0.5)
+    assert (c["n_bubbles"], c["n_gaps"], c["n_rank_steps"]) == (MIN_BUBBLES, 6, 1)
+    assert c["per_rank"] == [{"rank": 0, "exposed_cost_ms_per_step": pytest.approx(0.0105),
+                              "bubble_us": 0.5, "n_bubbles": 20, "n_gaps": 6,
+                              "reason": None}]  # fmt: skip
+    assert list(t).index("exposed_cost_ms_per_step") == list(t).index("exposed_ms_per_step") + 1
+
+
+def test_edges_host_waits_and_steps(tmp_path):
+    """Step 1, window [5, 58):
+
+    comm0 [5, 10) before c0: a lead edge gap [5, 10), e = 5000, no bubble: cost 5000
+    c0..c20 at 10 + 1.5 i: 20 bubbles of 500
+    comm1 [41, 45); c21 launched at 47 (after c20 ended at 41: host-bound), runs [49, 50):
+      gap [41, 49) = 8000, e = 4000, host-bound device idle [45, 49) = 4000:
+      cost min(4000, 8000 - 500 - 4000) = 3500
+    c22 launched at 52 (host-bound, after c21's end), runs [53, 54): gap [50, 53) holds
+      no comm but a host wait: not a bubble (20 bubbles, not 21)
+    comm2 [54, 58) after the last compute: a tail edge gap, e = 4000: cost 4000
+    step 1: exposed 13000, cost 12500, host-bound device idle 4000 + 3000
+    Step 2, window [110, 114): c'0..c'2, no comm: 2 more bubbles, cost 0
+    per step: exposed 6500, cost 6250; 22 bubbles, 3 gaps with exposed comm
+    """
+    r = Rank()
+    r.k(5, 5, comm=True)
+    r.bubbles(10, 20)
+    r.k(41, 4, comm=True)
+    r.k(49, 1, launch=47)
+    r.k(53, 1, launch=52)
+    r.k(54, 4, comm=True)
+    for k in range(3):
+        r.k(110 + 1.5 * k, 1, launch0=100)
+    r.b.step(1, 0, 100)
+    r.b.step(2, 100, 200)
+    t, la = _totals(tmp_path, r)
+    steps = {x["iteration"]: x["host_bound_device_idle_ns"] for x in la["per_iteration"]}
+    assert steps == {1: 7_000, 2: 0}
+    assert t["exposed_ms_per_step"] == pytest.approx(6_500 / 1e6)
+    assert t["exposed_cost_ms_per_step"] == pytest.approx(6_250 / 1e6)
+    c = t["exposed_cost"]
+    assert (c["bubble_us"], c["n_bubbles"], c["n_gaps"], c["n_rank_steps"]) == (0.5, 22, 3, 2)
+
+
+def test_too_few_bubbles_is_not_measured_and_no_comm_costs_nothing(tmp_path):
+    """The first trace above without c0: 19 bubbles (< 20): not measured, said why. A
+    trace without comm and 2 gaps: cost 0 (nothing exposed), its bubble not measured."""
+    r = Rank()
+    r.bubbles(11.5, 19)
+    r.k(40, 10, comm=True)
+    r.k(51, 1)
+    r.b.step(1, 0, 100)
+    (tmp_path / "a").mkdir()
+    t, _ = _totals(tmp_path / "a", r)
+    assert t["exposed_ms_per_step"] == pytest.approx(9_000 / 1e6)
+    assert t["exposed_cost_ms_per_step"] is None
+    c = t["exposed_cost"]
+    assert (c["measured"], c["bubble_us"], c["n_bubbles"]) == (False, None, 19)
+    assert c["reason"].startswith("rank 0: 19 gap(s) between compute kernels hold no comm")
+    r = Rank()
+    r.bubbles(10, 2)
+    r.b.step(1, 0, 100)
+    t, _ = _totals(tmp_path, r)
+    assert t["exposed_cost_ms_per_step"] == 0.0
+    c = t["exposed_cost"]
+    assert (c["measured"], c["reason"], c["bubble_us"], c["n_bubbles"]) == (True, None, None, 2)
+
+
+def test_step_gaps_cut_at_the_window():
+    """Compute [0, 10), [20, 30), [40, 50) on one device; windows (ns):
+    [5, 45): compute at both ends -> interior [10, 20), [30, 40), no edge gap
+    [12, 35): lead edge [12, 20), interior none, tail edge [30, 35)
+    [60, 70): no compute -> one edge gap; [70, 70): empty -> no gap
+    """
+    ref = ComputeReference(np.zeros(3, np.int64), np.zeros(3, np.int64),
+                           np.array([0, 20, 40]), np.array([10, 30, 50]))  # fmt: skip
+    w = pd.DataFrame({"rank": 0, "device": 0, "iteration": [1, 2, 3, 4],
+                      "start": [5, 12, 60, 70], "end": [45, 35, 70, 70]})  # fmt: skip
+    g = step_gaps(ref, w)
+    assert list(zip(g["iteration"], g["start"], g["end"], g["interior"])) == [
+        (1, 10, 20, True), (1, 30, 40, True), (2, 12, 20, False), (2, 30, 35, False),
+        (3, 60, 70, False)]  # fmt: skip
