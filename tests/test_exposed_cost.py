@@ -1,5 +1,5 @@
 """Exposed comm's step cost (docs/METRICS.md, Overlap, "Extension (issue 33): exposed
-comm's step cost") on hand-built traces.
+comm's step cost") on hand-built traces, and the limits decomposition that uses it.
 
 Builder times are µs, expected values ns (x1000). Compute runs on stream 7, comm (an NCCL
 all-reduce kernel) on stream 13. Every kernel is launched at the step's start (0.01 µs
@@ -16,6 +16,7 @@ from tracegen import TraceBuilder
 
 from domino_prof.analysis.config import AnalysisConfig
 from domino_prof.analysis.exposed_cost import MIN_BUBBLES, step_gaps
+from domino_prof.analysis.limits import limits
 from domino_prof.analysis.reference import ComputeReference
 from domino_prof.engine import analyze
 
@@ -152,3 +153,74 @@ def test_step_gaps_cut_at_the_window():
     assert list(zip(g["iteration"], g["start"], g["end"], g["interior"])) == [
         (1, 10, 20, True), (1, 30, 40, True), (2, 12, 20, False), (2, 30, 35, False),
         (3, 60, 70, False)]  # fmt: skip
+
+
+# ------------------------------------------------------------ the limits decomposition
+def _doc(step_ms, exposed, time_ms, *, cost=None, bubble=None, idle_ms=None, reason=None):
+    """An analysis document: one gemm class, its compute ``time_ms`` per step."""
+    tax = {"n_rank_steps": 1, "tax_ms_per_step": 0.0, "classes": {
+        "keys": ["gemm @ fwd.layer_mlp_N_batch_N"], "rank": [0], "key": [0], "n": [4],
+        "sum_ns": [int(time_ms * 1e6)], "n_alone": [4], "alone_ns": [int(time_ms * 1e6)],
+        "alone_median_ns": [time_ms * 1e6 / 4], "f_sum": [0.0]}}  # fmt: skip
+    totals = {"step_ms": step_ms, "exposed_ms_per_step": exposed, "n_iterations": 1}
+    if cost is not None or reason is not None:
+        totals["exposed_cost_ms_per_step"] = cost
+        totals["exposed_cost"] = {"measured": cost is not None, "reason": reason,
+                                  "bubble_us": bubble}  # fmt: skip
+    ov = {"whatif": {"overlap_tax": tax}}
+    if idle_ms is not None:
+        ov["launches"] = {"computed": True, "host_bound_device_idle_ms_per_step": idle_ms}
+    return {"ranks": [0], "totals": totals, "overheads": ov,
+            "by_op": {"rank": [], "op": [], "exposed_ns": []}}  # fmt: skip
+
+
+RUN = {"modes": {"domino": {"step_ms": 110.0}, "nocomm": {"step_ms": 99.0}}}
+
+
+def test_limits_take_the_step_cost_as_the_exposed_part():
+    # domino 112 ms, compute 10 (gemm, 4 runs: tax 10 - 4 x 8/4 = 2 against domino-nocomm's
+    # 8); domino-nocomm 106, nocomm 100. gap 12 = split 6 + cost 3.5 + tax 2 + host
+    # (4.0 - 3.5 = 0.5) + residual 0. Exposed comm 5 (1.5 of it in bubbles). Cross-check:
+    # idle added (112 - 10) - (106 - 8) = 4, less host 0.5: 3.5, so 5 - 3.5 = 1.5 of the
+    # exposed comm lies where domino-nocomm idles too, as much as the bubbles hold
+    dom = _doc(112.0, 5.0, 10.0, cost=3.5, bubble=0.42, idle_ms=4.0)
+    dnc = _doc(106.0, 0.0, 8.0, cost=0.0, bubble=0.41, idle_ms=3.5)
+    noc = _doc(100.0, 0.0, 7.0, cost=0.0, idle_ms=1.0)
+    d = limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    assert (d["exposed_comm_ms"], d["exposed_cost_ms"], d["exposed_bubble_us"]) == (5.0, 3.5, 0.42)
+    assert d["overlap_tax_ms"] == pytest.approx(2.0) and d["host_ms"] == pytest.approx(0.5)
+    assert d["residual_ms"] == pytest.approx(0.0, abs=1e-12) and d["adds_up"] is True
+    assert d["exposed_in_split_gaps_ms"] == pytest.approx(1.5)
+    assert ("exposed comm 5.00 ms, of which 3.50 ms added to the step (the rest, 1.50 ms, lay "
+            "in kernel-to-kernel bubbles of 0.42 µs, which a step without comm has too)"
+            ) in d["text"]  # fmt: skip
+    assert (
+        "cross-check: domino's device idle beyond domino-nocomm's, less the host's, is "
+        "3.50 ms, so 1.50 ms of the exposed comm lay where domino-nocomm's device idles "
+        "too, against the 1.50 ms the step cost leaves in bubbles."
+    ) in d["text"]
+    # a cost of 4.5 leaves 0.5 in bubbles; the identity says 1.5: residual -1, > 0.6
+    d = limits(RUN, {"domino": _doc(112.0, 5.0, 10.0, cost=4.5, bubble=0.42, idle_ms=4.0),
+                     "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
+    assert d["residual_ms"] == pytest.approx(-1.0) and d["adds_up"] is False
+    assert (
+        "against the 0.50 ms the step cost leaves in bubbles: 1.00 ms of the step cost "
+        "lies in domino-nocomm's own gaps, so it is in two parts"
+    ) in d["text"]
+    # not measured (too few bubbles): the exposed comm is the part, with the reason
+    why = "rank 0: 3 gap(s) between compute kernels hold no comm"
+    d = limits(RUN, {"domino": _doc(112.0, 5.0, 10.0, reason=why, idle_ms=4.0),
+                     "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
+    assert d["exposed_cost_ms"] is None and d["residual_ms"] == pytest.approx(-1.5)
+    assert (
+        f"exposed comm 5.00 ms (its step cost not measured: {why}; the exposed comm is "
+        "the part)" in d["text"]
+    )
+    assert "of the exposed comm, 1.50 ms fell where domino-nocomm's device is idle" in d["text"]
+    # the report's table: exposed comm and, as the part, its step cost
+    from domino_prof.report.figures import domino_limits
+
+    sec = domino_limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    rows = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows]
+    assert rows[2:4] == [("exposed comm", "5.00 ms"), ("exposed comm's step cost", "3.50 ms")]
+    assert "0.42 µs kernel-to-kernel bubbles" in sec.body.rows[3][0]
