@@ -8,6 +8,9 @@ kernel late on purpose."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +24,8 @@ from domino_prof.analysis.reference import ComputeReference
 from domino_prof.engine import analyze
 
 COMM = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+HEADLINE = (Path(__file__).resolve().parents[1] / "reports" / "emulated-h200-fidelity-2026-12-03"
+            / "graphs-paced")  # fmt: skip
 
 
 class Rank:
@@ -224,3 +229,18 @@ def test_limits_take_the_step_cost_as_the_exposed_part():
     rows = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows]
     assert rows[2:4] == [("exposed comm", "5.00 ms"), ("exposed comm's step cost", "3.50 ms")]
     assert "0.42 µs kernel-to-kernel bubbles" in sec.body.rows[3][0]
+
+
+def test_the_committed_headline_run_json_is_what_limits_gives_its_analyses():
+    """run.json's limits of the committed headline run is limits() of its committed
+    analyses (so the committed figures are this code's), and the parts sum to the gap."""
+    run = json.loads((HEADLINE / "run.json").read_text(encoding="utf-8"))
+    docs = {m: json.loads((HEADLINE / m / "analysis.json").read_text(encoding="utf-8"))
+            for m in ("domino", "nocomm", "domino-nocomm", "tp")}  # fmt: skip
+    d = json.loads(json.dumps(limits(run, docs)))
+    assert d == run["limits"]
+    assert d["exposed_cost_ms"] == docs["domino"]["totals"]["exposed_cost_ms_per_step"]
+    assert 0 < d["exposed_cost_ms"] < d["exposed_comm_ms"]
+    parts = d["split_ms"] + d["exposed_cost_ms"] + d["overlap_tax_ms"] + d["host_ms"]
+    assert d["residual_ms"] == pytest.approx(d["gap_ms"] - parts)
+    assert d["adds_up"] == (abs(d["residual_ms"]) <= 0.05 * d["gap_ms"])
