@@ -118,14 +118,16 @@ def launch_table(intervals: pd.DataFrame) -> pd.DataFrame:
     return iv
 
 
-def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, iteration): |(union of the in-step host-bound gaps of all streams of a
-    device) minus (union of that device's busy time)|, summed over devices. Gaps on two
-    streams that are idle at the same time count once (a per-gap sum would not)."""
-    cols = ["rank", "iteration", "host_bound_device_idle_ns"]
+def device_idle_pieces(lt: pd.DataFrame) -> pd.DataFrame:
+    """The device-idle part of the in-step host-bound gaps as disjoint pieces: per
+    device, (union of the in-step host-bound gaps of all its streams) minus (union of its
+    busy time), each piece with the iteration of a gap holding it. Columns ``rank``,
+    ``device``, ``iteration``, ``start``, ``end`` (int64), sorted by device and start."""
+    cols = ["rank", "device", "iteration", "start", "end"]
+    empty = pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
     sel = lt["in_step_gap"].to_numpy()
     if not sel.any():
-        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+        return empty
     dev_key = tuple_ids(lt["rank"].to_numpy(), lt["device"].to_numpy())
     g = lt.loc[sel]
     gk = dev_key[sel]
@@ -134,7 +136,7 @@ def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
         gk, gs, ge, dev_key, lt["start"].to_numpy(np.int64), lt["end"].to_numpy(np.int64)
     )
     if len(k) == 0:
-        return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+        return empty
     # attribute each idle piece to the iteration of a gap holding it: among the gaps of
     # its device starting at or before the piece, the one reaching furthest (cummax)
     o = np.lexsort((gs, gk))
@@ -145,12 +147,26 @@ def device_idle_by_iteration(lt: pd.DataFrame) -> pd.DataFrame:
     at_max = pd.Series(np.where(ge == run_max, pos, np.nan))
     arg = at_max.groupby(gk, sort=False).ffill().to_numpy().astype(np.int64)
     j = grouped_searchsorted(gk, gs, k, ps, side="right") - 1
-    iteration = git[arg[j]]
     first = np.unique(dev_key, return_index=True)[1]  # dense key -> its first row
-    rank_of_key = lt["rank"].to_numpy(np.int64)[first]
-    out = pd.DataFrame({"rank": rank_of_key[k], "iteration": iteration, "len": pe - ps})
+    return pd.DataFrame({
+        "rank": lt["rank"].to_numpy(np.int64)[first][k],
+        "device": lt["device"].to_numpy(np.int64)[first][k],
+        "iteration": git[arg[j]],
+        "start": ps,
+        "end": pe,
+    })  # fmt: skip
+
+
+def device_idle_by_iteration(lt: pd.DataFrame, pieces: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (rank, iteration): |(union of the in-step host-bound gaps of all streams of a
+    device) minus (union of that device's busy time)|, summed over devices. Gaps on two
+    streams that are idle at the same time count once (a per-gap sum would not).
+    ``pieces``: :func:`device_idle_pieces` of ``lt``, when already computed."""
+    p = device_idle_pieces(lt) if pieces is None else pieces
+    out = p.assign(len=p["end"] - p["start"])
     out = out.groupby(["rank", "iteration"], sort=True)["len"].sum().reset_index()
-    return out.rename(columns={"len": "host_bound_device_idle_ns"})
+    out = out.rename(columns={"len": "host_bound_device_idle_ns"})
+    return out.astype(np.int64)
 
 
 def graph_candidates(lt: pd.DataFrame, *, min_run: int, ops_for: int | None = None) -> pd.DataFrame:
@@ -262,6 +278,9 @@ class LaunchPart:
     per_iteration: pd.DataFrame | None
     top_ops: pd.DataFrame  # per op: the sums top_ops ranks by
     graph_candidates: pd.DataFrame  # the rank's best runs (top_n), ops included
+    # device_idle_pieces: where the device waited for the host, per step (the exposed
+    # comm's step cost leaves this time to the host part: analysis.exposed_cost)
+    idle_pieces: pd.DataFrame | None = None
 
 
 _COUNTS = (
@@ -300,7 +319,8 @@ def launch_part(
         host_bound_idle_ns=np.where(sgap, in_steps["host_bound_idle_ns"], 0),
         host_bound_device_idle_ns=np.where(sgap, in_steps["host_bound_device_idle_ns"], 0),
     )
-    union = device_idle_by_iteration(lt)
+    pieces = device_idle_pieces(lt)
+    union = device_idle_by_iteration(lt, pieces)
     per_it = _per_group(in_steps, ["rank", "iteration"]) if len(in_steps) else None
     if per_it is not None:
         per_it = per_it.drop(columns="host_bound_device_idle_ns").merge(
@@ -367,6 +387,7 @@ def launch_part(
         per_iteration=per_it,
         top_ops=op_sums,
         graph_candidates=cands.head(top_n),
+        idle_pieces=pieces,
     )
 
 

@@ -10,7 +10,11 @@ domino-nocomm in the run every part of that gap is **measured**:
 * **split** — domino-nocomm's profiled step − nocomm's: smaller, more numerous kernels;
 * **exposed comm** — domino's comm not under compute, per rank and step
   (``totals.exposed_ms_per_step``), with the (layer, sub-layer, micro-batch) ranges that
-  expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``);
+  expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``); the
+  part is its **step cost** (``totals.exposed_cost_ms_per_step``, ``analysis.exposed_cost``:
+  the exposed comm beyond the kernel-to-kernel bubbles and host waits of the gaps it lies
+  in, which a step without comm has too) when the analysis measured it, else the exposed
+  comm itself (said in the text);
 * **overlap tax** — domino's compute against domino-nocomm's, class by class
   (``overlap_tax.against``: Σ over every compute interval of ``dur`` − the mean of the
   class in domino-nocomm, where no comm runs), so it is domino's compute time per step
@@ -20,15 +24,19 @@ domino-nocomm in the run every part of that gap is **measured**:
   traces; a CPU trace has no launches);
 
 and the **residual** = gap − (split + exposed + tax + host) is printed beside them;
-``adds_up`` when |residual| <= :data:`ADDS_UP_SHARE` of the gap. Comm stretched by compute
+``adds_up`` when |residual| <= :data:`ADDS_UP_SHARE` of the gap. A cross-check of the
+exposed part, from the step identity: domino's device idle beyond domino-nocomm's, less
+the host's, is what comm added to the idle; the exposed comm beyond it lies where
+domino-nocomm idles too (``exposed_in_split_gaps_ms``), to compare with the exposed comm
+the step cost leaves in bubbles. Comm stretched by compute
 (``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
 already exposed comm, its hidden share costs no step time by itself.
 
 Without domino-nocomm (a run from before it, or ``--mode`` without it) the gap splits as
-before: exposed comm, domino's own overlap tax (against its own alone intervals; classes
-without alone ones are unmeasured), host beyond nocomm's, and **the rest** = gap − exposed
-− tax − host, labelled as a remainder: it carries the split's cost and the error of both
-profiled steps.
+before: exposed comm (its step cost, as above), domino's own overlap tax (against its own
+alone intervals; classes without alone ones are unmeasured), host beyond nocomm's, and
+**the rest** = gap − exposed − tax − host, labelled as a remainder: it carries the split's
+cost and the error of both profiled steps.
 
 When host is the largest part, the text leads with it and points to ``--cuda-graphs``.
 It gives no predicted graphs step: the what-if replay's ``cuda_graphs`` scenario of a
@@ -116,6 +124,17 @@ def _f(x: Any) -> float | None:
     return None if x is None else float(x)
 
 
+def _exposed_cost(a: Any) -> tuple[float | None, float | None, str]:
+    """``a``'s exposed comm's step cost (ms per step), its bubble (µs) and, when the cost
+    is not measured, why (an analysis from before it has neither)."""
+    totals = _get(a, "totals") or {}
+    block = totals.get("exposed_cost")
+    if not isinstance(block, Mapping):
+        return None, None, "an analysis from before it: domino-prof run --reanalyze"
+    cost = _f(totals.get("exposed_cost_ms_per_step"))
+    return cost, _f(block.get("bubble_us")), str(block.get("reason") or "")
+
+
 def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
            bound: str = "nocomm", split_mode: str = SPLIT_MODE) -> dict | None:  # fmt: skip
     """The split of ``mode``'s profiled step gap to ``bound`` (see the module doc), or None
@@ -130,6 +149,8 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
     measured = ss is not None
     gap = sa - sb
     exposed = float((_get(a, "totals") or {}).get("exposed_ms_per_step") or 0.0)
+    cost, bubble, no_cost = _exposed_cost(a)
+    part = exposed if cost is None else cost  # the exposed part of the gap
     own = _tax_doc(a)
     ha, hb = _host_idle_ms(a), _host_idle_ms(b)
     tp_tax = _tax_doc(analyses.get("tp")) if analyses.get("tp") is not None else None
@@ -144,6 +165,9 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         "profiled_step_ms": {mode: sa, bound: sb, **({split_mode: ss} if measured else {})},
         "gap_ms": gap,
         "exposed_comm_ms": exposed,
+        "exposed_cost_ms": cost,
+        "exposed_bubble_us": bubble,
+        "exposed_cost_reason": None if cost is not None else (no_cost or None),
     }
     if measured:
         ref = against(own, _tax_doc(s))
@@ -151,10 +175,11 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         hs = _host_idle_ms(s)
         host = None if ha is None or hs is None else ha - hs
         split = ss - sb
-        residual = gap - (split + exposed + (tax or 0.0) + (host or 0.0))
+        residual = gap - (split + part + (tax or 0.0) + (host or 0.0))
         # the exposed comm that fell where the device is idle in domino-nocomm too: domino's
         # idle (step - compute time) beyond domino-nocomm's, less the host's, is what the
-        # exposed comm cost; the rest of it lies in the split's own gaps (counted twice)
+        # exposed comm cost; the rest of it lies in the split's own gaps. Derived from the
+        # identity, so a check of the step cost (whose exposed - cost lies in bubbles)
         tm = (ref or {}).get("time_ms_per_step") or {}
         in_gaps = None
         if tm.get("mode") is not None and tm.get("reference") is not None:
@@ -175,11 +200,11 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "adds_up": None if tax is None else bool(abs(residual) <= ADDS_UP_SHARE * abs(gap)),
             "rest_ms": None,
         })  # fmt: skip
-        others = [exposed, tax or 0.0, split]
+        others = [part, tax or 0.0, split]
     else:
         tax = _f(own.get("tax_ms_per_step"))
         host = None if ha is None or hb is None else ha - hb
-        rest = gap - exposed - (tax or 0.0) - (host or 0.0)
+        rest = gap - part - (tax or 0.0) - (host or 0.0)
         out.update({
             "overlap_tax_ms": tax,
             "overlap_tax": {"unmeasured_ms_per_step": _f(own.get("unmeasured_ms_per_step"))},
@@ -191,7 +216,7 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "adds_up": None,
             "rest_ms": rest,
         })  # fmt: skip
-        others = [exposed, tax or 0.0, rest]
+        others = [part, tax or 0.0, rest]
     out.update({
         "host_is_the_limit": host is not None and host > max(others),
         "comm_stretch_ms": _f(own.get("comm_stretch_ms_per_step")),
@@ -221,10 +246,19 @@ def limits_text(d: Mapping) -> str:
     if split_mode:
         parts.append(f"the split's own cost {d['split_ms']:.2f} ms ({split_mode}'s profiled "
                      f"step − {bound}'s, measured)")  # fmt: skip
-    ex = f"exposed comm {d['exposed_comm_ms']:.2f} ms"
+    exposed, cost = d["exposed_comm_ms"], d.get("exposed_cost_ms")
+    ex = f"exposed comm {exposed:.2f} ms"
     if d["top_exposed"]:
         worst = ", ".join(f"{t['op']} {t['exposed_ms_per_step']:.2f}" for t in d["top_exposed"])
         ex += f" (most: {worst})"
+    if cost is not None:
+        ex += f", of which {cost:.2f} ms added to the step"
+        if d.get("exposed_bubble_us") is not None:
+            ex += (f" (the rest, {exposed - cost:.2f} ms, lay in kernel-to-kernel bubbles of "
+                   f"{d['exposed_bubble_us']:.2f} µs, which a step without comm has too)")  # fmt: skip
+    elif d.get("exposed_cost_reason") and exposed:
+        ex += (f" (its step cost not measured: {d['exposed_cost_reason']}; the exposed comm "
+               "is the part)")  # fmt: skip
     parts.append(ex)
     tax = d.get("overlap_tax") or {}
     if d["overlap_tax_ms"] is None:
@@ -254,7 +288,18 @@ def limits_text(d: Mapping) -> str:
         parts.append(f"residual {d['residual_ms']:.2f} ms ({word}: |residual| "
                      f"{'<=' if d['adds_up'] else '>'} {100 * ADDS_UP_SHARE:.0f}% of the gap)")
         g = d.get("exposed_in_split_gaps_ms")
-        if g is not None and g > 0 and not d["adds_up"]:
+        if g is not None and cost is not None:
+            # the step identity's figure against the step cost's: both say how much of the
+            # exposed comm did not add to the step
+            check = (f"cross-check: {mode}'s device idle beyond {split_mode}'s, less the "
+                     f"host's, is {exposed - g:.2f} ms, so {g:.2f} ms of the exposed comm lay "
+                     f"where {split_mode}'s device idles too, against the "
+                     f"{exposed - cost:.2f} ms the step cost leaves in bubbles")  # fmt: skip
+            if not d["adds_up"] and g > exposed - cost:
+                check += (f": {g - (exposed - cost):.2f} ms of the step cost lies in "
+                          f"{split_mode}'s own gaps, so it is in two parts")  # fmt: skip
+            parts.append(check)
+        elif g is not None and g > 0 and not d["adds_up"]:
             parts.append(f"of the exposed comm, {g:.2f} ms fell where domino-nocomm's device "
                          "is idle too (the split's own gaps), so it is in two parts")
     else:

@@ -10,7 +10,8 @@ a pool worker or a Dask worker) into a :class:`RankResult` that holds
 - its rows of the seven overlap tables and its counts for the totals and the notes;
 - its launch and stream-switch parts (``launches.LaunchPart``, ``switches.SwitchPart``:
   counts, its per-stream / per-step rows, the launch delays and switch gaps whose
-  percentiles span all ranks);
+  percentiles span all ranks) and its exposed comm's step cost
+  (``exposed_cost.CostPart``: per step, and its bubble);
 - the compact tables the cross-rank analysis needs: its collectives (group,
   sequence, size, start/end; ``ranks.rank_comm``) and its device span per step;
 - optionally its ``intervals`` and compute reference (the report's timeline and the
@@ -40,6 +41,7 @@ from domino_prof.analysis.config import (
     AnalysisConfig,
 )
 from domino_prof.analysis.document import TABLES, Analysis
+from domino_prof.analysis.exposed_cost import combine_costs, cost_part
 from domino_prof.analysis.findings import build_findings
 from domino_prof.analysis.launches import LaunchPart, combine_launches, launch_part
 from domino_prof.analysis.overheads import resolve_thresholds
@@ -129,6 +131,10 @@ def analyze_rank(
         trace.events, iv, rank=rank, mode=mode, reference=cl.reference, max_nodes=graph_nodes
     )
     out.extra["tax"] = tax_part(iv, mode=mode, reference=cl.reference)
+    out.extra["exposed_cost"] = cost_part(
+        iv, rank=rank, reference=cl.reference, spans=spans,
+        host=out.launches.idle_pieces if out.launches is not None else None,
+    )  # fmt: skip
     if keep_intervals:
         out.intervals = iv
         out.reference = cl.reference
@@ -288,6 +294,11 @@ def combine(
     if no_comm:
         notes.append(Note(f"ranks without comm (hidden % undefined): {no_comm}", "no_comm"))
     totals = totals_of(tables, n_outside=n_out, kinds=_sum_counts([r.kinds for r in results]))
+    # exposed comm's step cost, beside the exposed comm it is the part of
+    cost = combine_costs([r.extra.get("exposed_cost") for r in results])
+    items = list(totals.items())
+    at = list(totals).index("exposed_ms_per_step") + 1
+    totals = dict(items[:at] + list(cost.items()) + items[at:])
     totals["comm_sources"] = _comm_sources(results)
     totals["n_negative_durations"] = sum(sum(m.negative_durations.values()) for m in metas.values())
     kept = [r for r in results if r.intervals is not None]
