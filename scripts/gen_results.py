@@ -225,6 +225,10 @@ def run_repeats(*, runs: str | list[str], kernel: bool = False) -> list[str]:
                    "hidden % (n_h)"], rows)  # fmt: skip
 
 
+# the sweep-wide flags (tune.json's base_flags) a row names: (flag, takes a value)
+_TUNE_EXTRAS = (("--high-priority-comm", False), ("--carveout-scope", True), ("--compile", False))
+
+
 def tune_rows(*, runs: str | list[str]) -> list[str]:
     """`domino-prof tune`'s tune.json files: one row per candidate, its model, layers and
     mbs, the settings, domino's timed step, domino / nocomm, domino / domino-nocomm and
@@ -236,11 +240,16 @@ def tune_rows(*, runs: str | list[str]) -> list[str]:
         model = cfg.get("model") or {}
         label = (doc.get("comm") or {}).get("label") or "real comm"
         best = (doc.get("best_tp") or {}).get("step_ms")
+        base = doc.get("base_flags") or []
+        extra = "".join(f", {flag.removeprefix('--').replace('-', ' ')}"
+                        + (f" {base[i + 1]}" if arg else "")
+                        for i, flag in enumerate(base)
+                        for name, arg in _TUNE_EXTRAS if flag == name)  # fmt: skip
         for c in sorted(doc.get("candidates") or [], key=lambda c: c.get("rank") or 99):
             if c.get("status") != "ok":
                 continue
             rows.append([f"{model.get('name')} ({model.get('n_layers')})", str(cfg.get("mbs")),
-                         c["settings_text"], label, _f(c.get("domino_step_ms"), ".1f"),
+                         c["settings_text"] + extra, label, _f(c.get("domino_step_ms"), ".1f"),
                          _f(c.get("frac_of_nocomm"), ".3f"), _f(c.get("of_domino_nocomm"), ".3f"),
                          _f(c.get("vs_best_tp"), ".3f"), _f(best, ".1f"),
                          _link(p.parent)])  # fmt: skip
