@@ -259,7 +259,7 @@ def _field(default: object, flag: str, help: str, **kw) -> object:
 # Timed steps by default: 50 blocks of 4 per mode (stats.py: the interval is ranks 18
 # and 33 of 50 paired block ratios). On the tiny preset at tp 2 on the shared 2-core
 # machine (load 0.5-5.7) that was 86-90 s of timed steps for the five modes and
-# intervals of ±5.8-9.0% (README, the main job): short of ±5% under that load.
+# intervals of ±5.8-9.0% (reports/cpu-default-2026-12-03/README.md): short of ±5% under that load.
 DEFAULT_TIMED_STEPS = 200
 DEFAULT_BLOCK_STEPS = 4
 DEFAULT_SPLITS = 2

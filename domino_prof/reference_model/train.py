@@ -469,7 +469,7 @@ def pg_options(cfg: RunConfig, dist_module=dist):
     if not cfg.high_priority_comm and cfg.comm_ctas is None:
         return None
     opts = dist_module.ProcessGroupNCCL.Options()
-    if cfg.high_priority_comm:  # collectives on a high-priority stream (see README)
+    if cfg.high_priority_comm:  # collectives on a high-priority stream (docs/GUIDE.md)
         opts.is_high_priority_stream = True
     if cfg.comm_ctas is not None:
         opts.config.min_ctas = cfg.comm_ctas
