@@ -146,3 +146,17 @@ def compile_package() -> None:
     if spec is not None and spec.submodule_search_locations:
         for d in spec.submodule_search_locations:
             compileall.compile_dir(d, quiet=1)
+
+
+def kernel_events(prof) -> list[dict]:
+    """The kernel events of a finished ``torch.profiler.profile`` (its Chrome trace, read
+    back from a temporary file), in start order."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "trace.json"
+        prof.export_chrome_trace(str(f))
+        ev = [e for e in json.loads(f.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    return sorted(ev, key=lambda e: e["ts"])

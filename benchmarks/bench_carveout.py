@@ -28,10 +28,12 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import kernel_events
 
 
 def shapes(tokens: int) -> dict[str, tuple[tuple[int, int], tuple[int, int], bool]]:
@@ -138,10 +140,7 @@ def _kernel(fn) -> tuple[list | None, str]:
     with profile(activities=[ProfilerActivity.CUDA]) as p:
         fn()
         torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as d:
-        f = Path(d) / "t.json"
-        p.export_chrome_trace(str(f))
-        ev = [e for e in json.loads(f.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    ev = kernel_events(p)
     if not ev:
         return None, "?"
     k = max(ev, key=lambda e: e.get("dur", 0))

@@ -20,8 +20,12 @@ import itertools
 import json
 import os
 import statistics
-import tempfile
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import kernel_events
 
 
 def main() -> int:
@@ -76,11 +80,7 @@ def main() -> int:
         with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as p:
             cycle()
             torch.cuda.synchronize()
-        with tempfile.TemporaryDirectory() as d:
-            f = Path(d) / "t.json"
-            p.export_chrome_trace(str(f))
-            ev = [e for e in json.loads(f.read_text())["traceEvents"] if e.get("cat") == "kernel"]
-        ev.sort(key=lambda e: e["ts"])
+        ev = kernel_events(p)
         bound, within = [], []
         for x, y in itertools.pairwise(ev):
             gap = y["ts"] - (x["ts"] + x["dur"])
