@@ -58,7 +58,8 @@ def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
         assert c["frac_of_nocomm"] == pytest.approx(frac[c["name"]], rel=1e-12)
         assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
         assert c["limits"] is None  # --no-analyze (and a CPU nocomm has no trace to analyse)
-    assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False, "sm_carveout": None},
+    assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False, "sm_carveout": None,
+                                       "mbs": None},
                           "settings_text": "default ctas", "run_dir": names[0],
                           "step_ms": pytest.approx(tp_step, rel=1e-12),
                           "step_ms_interval": runs[names[0]]["modes"]["tp"]["step_ms_interval"]}]
@@ -140,6 +141,37 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
     assert "tp's best (default ctas, 12.10 ms)" in text
 
 
+def test_mbs_is_a_grid_key_and_each_candidate_meets_tp_at_its_own_mbs():
+    """mbs changes the tokens per step: a candidate's tp reference is the fastest tp of
+    its mbs (hand-made numbers), tp is planned once per mbs, and the winner's command
+    carries the candidate's --mbs instead of the sweep's."""
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = T.candidates(T.parse_grid(["mbs=2,4"]))
+    assert [(c.mbs, c.text(), c.slug(), c.flags()) for c in cands] == [
+        (2, "mbs 2, splits 2, col 1", "mbs2-splits2-col1", ["--splits", "2", "--mbs", "2"]),
+        (4, "mbs 4, splits 2, col 1", "mbs4-splits2-col1", ["--splits", "2", "--mbs", "4"])]
+    plan = T._plan(cands, {"mbs": 2, "tp": 2}, "cpu", RunConfig)
+    assert [(p["name"], p["cfg"].mbs, p["tp"]) for p in plan] == [
+        ("c00-mbs2-splits2-col1", 2, True), ("c01-mbs4-splits2-col1", 4, True)]
+    # the unswept grid: no mbs in a candidate's settings or name (as before)
+    (c,) = T.candidates(T.parse_grid(None))
+    assert c.mbs is None and "mbs" not in c.fields() and c.slug() == "splits2-col1"
+    tps = [{"settings": {"mbs": 2}, "settings_text": "mbs 2", "step_ms": 10.0},
+           {"settings": {"mbs": 4}, "settings_text": "mbs 4", "step_ms": 21.0},
+           {"settings": {"mbs": 4}, "settings_text": "mbs 4, ctas 8", "step_ms": 20.0}]
+    got = [{"name": "a", "status": "ok", "settings": {"mbs": 2}, "domino_step_ms": 8.0,
+            "frac_of_nocomm": 0.7},
+           {"name": "b", "status": "ok", "settings": {"mbs": 4}, "domino_step_ms": 16.0,
+            "frac_of_nocomm": 0.8}]  # fmt: skip
+    ranked, best = T.summarise(got, tps)
+    assert [c["name"] for c in ranked] == ["b", "a"] and best["step_ms"] == 10.0
+    assert (got[0]["vs_best_tp"], got[1]["vs_best_tp"]) == (10.0 / 8.0, 20.0 / 16.0)
+    assert got[1]["best_tp_ms"] == 20.0
+    cmd = T.run_command(["--model", "tiny", "--mbs", "2", "--seed", "1"], cands[1])
+    assert cmd == ("domino-prof run --model tiny --seed 1 --splits 2 --mbs 4 --mode domino")
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -168,6 +200,6 @@ def test_sm_carveout_is_a_tp_knob_and_a_flag():
 
     cands = candidates(parse_grid(["sm_carveout=default,16", "comm_ctas=8"]))
     assert [c.sm_carveout for c in cands] == [None, 16]
-    assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16)
+    assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16, None)
     assert cands[1].flags()[-4:] == ["--comm-ctas", "8", "--sm-carveout", "16"]
     assert cands[1].slug().endswith("-ctas8-carve16") and "carveout 16" in cands[1].text()

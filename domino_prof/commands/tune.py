@@ -5,13 +5,16 @@ For one model / tp / seq / mbs (the same options as `run`), the grid (``--grid K
 repeatable; every combination is a candidate) ranges over ``splits``, ``col_splits``,
 ``split_sizes`` (``even`` or ``3:1``-style sizes that sum to --mbs; sizes set the
 micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default`` or N),
-``sm_carveout`` (``default`` or N SMs left free by the GEMMs) and
-``cuda_graphs`` (``off``/``on``). Each candidate is one `run` (the same launcher and run
-directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm and, once registered,
-domino-nocomm. tp takes none of the split knobs: it is timed once at each of its own
-settings (``comm_ctas`` x ``cuda_graphs``, riding in the first candidate run that has
-those settings) and the fastest is the reference, never a tp slowed by the candidate's
-knob.
+``sm_carveout`` (``default`` or N SMs left free by the GEMMs; ``--carveout-scope`` is a
+sweep-wide option), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
+mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
+launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
+and, once registered, domino-nocomm. tp takes none of the split knobs: it is timed once
+at each of its own settings (``comm_ctas`` x ``cuda_graphs`` x ``sm_carveout`` x ``mbs``,
+riding in the first candidate run that has those settings) and the fastest *of the
+candidate's mbs* is the reference (the same tokens per step), never a tp slowed by the
+candidate's knob.
 
 The ranking key is domino / nocomm: nocomm's timed step over domino's (the fraction of
 the no-comm bound, paired by block inside the candidate's run, with its 95% interval).
@@ -85,8 +88,10 @@ GRID_KEYS = {
     "comm_ctas": (_ctas_value, None),
     "cuda_graphs": (_bool_value, False),
     "sm_carveout": (_ctas_value, None),  # SMs GEMMs leave free (default: none)
+    "mbs": (_int_value, None),  # sequences per step (default: --mbs); a workload knob
 }
-TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout")  # tp takes these (its best: the reference)
+# tp takes these (its best at the candidate's mbs: the reference)
+TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs")
 
 
 def parse_grid(items: list[str] | None) -> dict[str, list]:
@@ -123,18 +128,23 @@ class Settings:
     comm_ctas: int | None
     cuda_graphs: bool
     sm_carveout: int | None = None
+    mbs: int | None = None  # None: the sweep's --mbs
 
     def fields(self) -> dict:
-        return {"splits": self.splits, "col_splits": self.col_splits,
-                "split_sizes": self.split_sizes, "comm_ctas": self.comm_ctas,
-                "cuda_graphs": self.cuda_graphs, "sm_carveout": self.sm_carveout}  # fmt: skip
+        """The RunConfig fields the candidate sets (mbs only when the grid sweeps it)."""
+        f = {"splits": self.splits, "col_splits": self.col_splits,
+             "split_sizes": self.split_sizes, "comm_ctas": self.comm_ctas,
+             "cuda_graphs": self.cuda_graphs, "sm_carveout": self.sm_carveout}  # fmt: skip
+        return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
-        return (self.comm_ctas, self.cuda_graphs, self.sm_carveout)
+        return (self.comm_ctas, self.cuda_graphs, self.sm_carveout, self.mbs)
 
     def text(self) -> str:
         """'splits 2 (3+1), col 2, ctas 8, graphs'."""
         s = f"splits {self.splits}"
+        if self.mbs is not None:
+            s = f"mbs {self.mbs}, " + s
         if self.split_sizes is not None:
             s += f" ({'+'.join(map(str, self.split_sizes))})"
         s += f", col {self.col_splits}"
@@ -146,6 +156,8 @@ class Settings:
 
     def slug(self) -> str:
         s = f"splits{self.splits}"
+        if self.mbs is not None:
+            s = f"mbs{self.mbs}-" + s
         if self.split_sizes is not None:
             s += "_" + "-".join(map(str, self.split_sizes))
         s += f"-col{self.col_splits}"
@@ -157,6 +169,8 @@ class Settings:
 
     def flags(self) -> list[str]:
         f = ["--splits", str(self.splits)]
+        if self.mbs is not None:
+            f += ["--mbs", str(self.mbs)]
         if self.split_sizes is not None:
             f += ["--split-sizes", ",".join(map(str, self.split_sizes))]
         if self.col_splits != 1:
@@ -178,7 +192,7 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         sizes = v["split_sizes"]
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
-                                v["cuda_graphs"], v["sm_carveout"]), None)  # fmt: skip
+                                v["cuda_graphs"], v["sm_carveout"], v["mbs"]), None)  # fmt: skip
     return list(out)
 
 
@@ -216,12 +230,22 @@ def candidate_numbers(run: dict) -> dict:
 
 def summarise(cands: list[dict], tps: list[dict]) -> tuple[list[dict], dict | None]:
     """Rank the candidates (in place: ``rank``, ``vs_best_tp``) by domino / nocomm, the
-    best first, failed and skipped ones unranked; returns (ranked, the best tp entry)."""
+    best first, failed and skipped ones unranked; returns (ranked, the best tp entry).
+    A candidate's tp is the fastest tp of *its* mbs (the same tokens per step, so the
+    step times' ratio is the throughputs'); the returned entry is the best tp of the
+    first candidate's mbs (the whole sweep's when mbs is not swept)."""
     timed = [t for t in tps if t.get("step_ms")]
-    best_tp = min(timed, key=lambda t: t["step_ms"]) if timed else None
+
+    def best_at(mbs):
+        these = [t for t in timed if (t.get("settings") or {}).get("mbs") == mbs]
+        return min(these, key=lambda t: t["step_ms"]) if these else None
+
     for c in cands:
         d = c.get("domino_step_ms")
-        c["vs_best_tp"] = best_tp["step_ms"] / d if best_tp and d else None
+        b = best_at((c.get("settings") or {}).get("mbs"))
+        c["vs_best_tp"] = b["step_ms"] / d if b and d else None
+        c["best_tp_ms"] = b["step_ms"] if b else None
+    best_tp = best_at((cands[0].get("settings") or {}).get("mbs")) if cands else None
     ok = [c for c in cands if c["status"] == "ok" and c.get("frac_of_nocomm") is not None]
     ranked = sorted(ok, key=lambda c: -c["frac_of_nocomm"])
     for i, c in enumerate(ranked):
@@ -255,10 +279,13 @@ def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str
     from rich.table import Table
 
     dn = any(c.get("of_domino_nocomm") is not None for c in ranked)
+    by_mbs = any((c.get("settings") or {}).get("mbs") is not None for c in ranked)
     t = Table(title=title, caption=(
         "domino / nocomm: nocomm's timed step over domino's (the ranking key, 95% interval "
         "over paired blocks); domino / best tp: "
-        + (f"tp's best ({best_tp['settings_text']}, {best_tp['step_ms']:.2f} ms) over "
+        + ("the fastest tp of the candidate's mbs over domino's, two runs, no interval"
+           if by_mbs else
+           f"tp's best ({best_tp['settings_text']}, {best_tp['step_ms']:.2f} ms) over "
            "domino's, two runs, no interval" if best_tp else "no tp timed")
         + "; limits: ms per profiled step"))  # fmt: skip
     for h in ["#", "settings", "domino ms", "domino / nocomm", *(["domino / domino-nocomm"] if dn
@@ -279,7 +306,11 @@ def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str
 
 
 def run_command(base_flags: list[str], s: Settings) -> str:
-    return shlex.join(["domino-prof", "run", *base_flags, *s.flags(), "--mode", "domino"])
+    base = list(base_flags)
+    if s.mbs is not None and "--mbs" in base:  # the candidate's mbs, not the sweep's
+        i = base.index("--mbs")
+        del base[i:i + 2]
+    return shlex.join(["domino-prof", "run", *base, *s.flags(), "--mode", "domino"])
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -291,7 +322,8 @@ def register(app: typer.Typer) -> None:
             "A swept knob and its values, repeatable; the candidates are every "
             "combination. Keys: splits (N), col_splits (K), split_sizes (even or sizes "
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
-            "(default or N), cuda_graphs (off, on). A key not given keeps run's default.")),  # fmt: skip
+            "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
+            "candidate meets tp at its own mbs). A key not given keeps run's default.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
@@ -380,14 +412,14 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
     plan, errors = [], {}
     for i, s in enumerate(cands):
         try:
-            cfg = RunConfig.from_options(device=device, modes=tune_modes(), **base, **s.fields())
+            cfg = RunConfig.from_options(device=device, modes=tune_modes(), **{**base, **s.fields()})
             why = None
         except ConfigError as e:
             cfg, why = None, str(e)
         plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
                      "tp": False})  # fmt: skip
         errors[s] = why
-    for key in ("splits", "col_splits", "split_sizes", "comm_ctas", "cuda_graphs", "sm_carveout"):
+    for key in GRID_KEYS:
         for v in {getattr(s, key) for s in cands}:
             these = [errors[s] for s in cands if getattr(s, key) == v]
             if all(these):
@@ -399,11 +431,13 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
             host["tp"] = True
             host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes()))
             continue
-        ctas, graphs, carve = ts
-        s = Settings(1, 1, None, ctas, graphs, carve)
-        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs, "sm_carveout": carve}
+        ctas, graphs, carve, mbs = ts
+        s = Settings(1, 1, None, ctas, graphs, carve, mbs)
+        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs, "sm_carveout": carve,
+                  **({} if mbs is None else {"mbs": mbs})}  # fmt: skip
         cfg = RunConfig.from_options(device=device, modes=("tp",), **fields)
-        name = "tp" + ("" if ctas is None else f"-ctas{ctas}") + ("-graphs" if graphs else "")
+        name = ("tp" + ("" if mbs is None else f"-mbs{mbs}") + ("" if ctas is None else
+                f"-ctas{ctas}") + ("-graphs" if graphs else ""))  # fmt: skip
         tp_plan.append({"name": name, "settings": s, "cfg": cfg, "error": None, "tp": True,
                         "tp_only": True})  # fmt: skip
     return plan + tp_plan
@@ -446,7 +480,7 @@ def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
         status = "skipped" if p["cfg"] is None else ("failed" if run is None else "ok")
         if p["tp"]:
             tm = ((run or {}).get("modes") or {}).get("tp") or {}
-            tps.append({"settings": {k: s.fields()[k] for k in TP_KEYS},
+            tps.append({"settings": dict(zip(TP_KEYS, s.tp())),
                         "settings_text": _tp_text(s), "run_dir": p["name"],
                         "step_ms": tm.get("step_ms"),
                         "step_ms_interval": tm.get("step_ms_interval")})  # fmt: skip
@@ -465,7 +499,8 @@ def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
 
 
 def _tp_text(s: Settings) -> str:
-    parts = [f"ctas {s.comm_ctas}" if s.comm_ctas is not None else "default ctas"]
+    parts = [f"mbs {s.mbs}"] if s.mbs is not None else []
+    parts += [f"ctas {s.comm_ctas}" if s.comm_ctas is not None else "default ctas"]
     return ", ".join(parts + (["graphs"] if s.cuda_graphs else []))
 
 
