@@ -372,8 +372,8 @@ SECTIONS: list[dict] = [
         "args": {"runs": "reports/emulated-h200-fidelity-2026-12-03/*/run.json"},
         "text": "Per profiled step: the gap to nocomm and its parts, each measured "
                 "(docs/METRICS.md). The exposed part is exposed comm's step cost: the "
-                "exposed comm beyond the kernel-to-kernel bubbles and host waits of the "
-                "device gaps it lies in; n/a where the run's analyses lack it (the eager "
+                "exposed comm beyond the kernel-to-kernel bubbles, host waits and memory "
+                "ops (copies, sets on the compute stream) of the device gaps it lies in; n/a where the run's analyses lack it (the eager "
                 "run's traces are not committed: its exposed comm is the part). The "
                 "next-to-last column, from the step identity, is the exposed comm that lies "
                 "where domino-nocomm's device idles too; were the step cost exact it would "
