@@ -269,7 +269,8 @@ def test_limits_take_the_step_cost_as_the_exposed_part():
 
 
 REANALYSED = [HEADLINE] + [HEADLINE.parents[1] / "emulated-h200-2026-12-03b" / n for n in (
-    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b")] + sorted(
+    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4")
+] + sorted(
     (HEADLINE.parents[1] / "emulated-h200-2026-12-03b" / "table").glob("*-r1"))  # fmt: skip
 
 
