@@ -105,6 +105,8 @@ def _command(cfg: dict) -> str:
         parts.append(f"--seq {cfg['seq']}")
     if name and name != "tiny":
         parts.append(f"--model {name}")
+    if cfg.get("mbs", 2) != 2:
+        parts.append(f"--mbs {cfg['mbs']}")
     if cfg.get("comm") == "emulate":
         parts.append("--comm emulate")
     if cfg.get("cuda_graphs"):
@@ -381,8 +383,8 @@ SECTIONS: list[dict] = [
         "args": {"runs": "reports/emulated-h200-fidelity-2026-12-03/*/run.json"},
         "text": "Per profiled step: the gap to nocomm and its parts, each measured "
                 "(docs/METRICS.md). The exposed part is exposed comm's step cost: the "
-                "exposed comm beyond the kernel-to-kernel bubbles and host waits of the "
-                "device gaps it lies in; n/a where the run's analyses lack it (the eager "
+                "exposed comm beyond the kernel-to-kernel bubbles, host waits and memory "
+                "ops (copies, sets on the compute stream) of the device gaps it lies in; n/a where the run's analyses lack it (the eager "
                 "run's traces are not committed: its exposed comm is the part). The "
                 "next-to-last column, from the step identity, is the exposed comm that lies "
                 "where domino-nocomm's device idles too; were the step cost exact it would "
@@ -422,16 +424,20 @@ SECTIONS: list[dict] = [
     },
     {
         "title": "The headline re-run, and llama3-8b at full depth (emulated comm)",
-        "where": "one H200, 2026-12-03 (14:20-14:36 UTC); seq 4096, mbs 2, TP 8, "
-                 "16-24 timed steps per mode",
+        "where": "one H200, 2026-12-03 (14:20-14:36 UTC; the mbs 4 rows 14:45 UTC); seq "
+                 "4096, mbs 2 (the last two rows mbs 4), TP 8, 16-24 timed steps per mode",
         "render": run_verdicts,
         "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
                           "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
                           "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json"]},
+                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-mbs4/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-8b-mbs4/run.json"]},
         "text": "The paced stand-in after its last fixes. The eager rows are host-bound, and "
                 "this lent host was slow and uneven during eager-paced (its intervals say so). "
-                "Every collective is an emulated kernel.",
+                "The last two rows are llama3-3b and llama3-8b at mbs 4 with CUDA graphs "
+                "(twice the tokens per step of the rows above). Every collective is an "
+                "emulated kernel.",
     },
     {
         "title": "What limits domino in those runs (emulated comm)",
@@ -440,8 +446,11 @@ SECTIONS: list[dict] = [
         "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
                           "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
                           "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json"]},
-        "text": "Per profiled step, as in the section on the first paced runs.",
+                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-mbs4/run.json",
+                          "reports/emulated-h200-2026-12-03b/graphs-8b-mbs4/run.json"]},
+        "text": "Per profiled step, as in the section on the first paced runs; the last "
+                "two rows are the mbs 4 runs (CUDA graphs).",
     },
     {
         "title": "Domino's knobs, swept by `domino-prof tune` (emulated comm)",

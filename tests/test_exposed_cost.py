@@ -120,6 +120,41 @@ def test_edges_host_waits_and_steps(tmp_path):
     assert (c["bubble_us"], c["n_bubbles"], c["n_gaps"], c["n_rank_steps"]) == (0.5, 22, 3, 2)
 
 
+def test_a_gap_holding_a_memcpy_costs_only_its_idle_beyond_the_bubble(tmp_path):
+    """Memory ops on the compute stream are device work, not idle (mem_g). One step,
+    window [10, 54):
+
+    c0..c20 at 10 + 1.5 i: 20 bubbles of 500 -> b = 500
+    memcpy [41.5, 44.5) on the compute stream 7, comm1 [41, 46) on 13, c21 [46.5, 47.5):
+      gap [41, 46.5) = 5500, e = 5000, mem_g = 3000:
+      cost min(5000, 5500 - 500 - 3000) = 2000 (5000 before mem_g)
+    memset [47.8, 48.3) on stream 7, c22 [49, 50): gap [47.5, 49) holds no comm but a
+      memory op: not a bubble (20 bubbles, not 21)
+    memcpy [50, 50.5) on the comm stream 13 (no compute there: not mem_g), comm2
+      [50.5, 53) on 13, c23 [53, 54): gap [50, 53) = 3000, e = 2500:
+      cost min(2500, 3000 - 500) = 2500
+    exposed 5000 + 2500 = 7500; cost 2000 + 2500 = 4500, over 2 gaps
+    """
+    r = Rank()
+    r.bubbles(10, 20)
+    r.b.memcpy(stream=7, start=41.5, dur=3, launch=0.005)
+    r.k(41, 5, comm=True)
+    r.k(46.5, 1)
+    r.b.kernel("Memset (Device)", stream=7, start=47.8, dur=0.5, launch=0.006,
+               launch_name="cudaMemsetAsync", cat="gpu_memset")  # fmt: skip
+    r.k(49, 1)
+    r.b.memcpy(stream=13, start=50, dur=0.5, launch=0.007)
+    r.k(50.5, 2.5, comm=True)
+    r.k(53, 1)
+    r.b.step(1, 0, 100)
+    t, la = _totals(tmp_path, r)
+    assert [x["host_bound_device_idle_ns"] for x in la["per_iteration"]] == [0]
+    assert t["exposed_ms_per_step"] == pytest.approx(7_500 / 1e6)
+    assert t["exposed_cost_ms_per_step"] == pytest.approx(4_500 / 1e6)
+    c = t["exposed_cost"]
+    assert (c["measured"], c["bubble_us"], c["n_bubbles"], c["n_gaps"]) == (True, 0.5, 20, 2)
+
+
 def test_too_few_bubbles_is_not_measured_and_no_comm_costs_nothing(tmp_path):
     """The first trace above without c0: 19 bubbles (< 20): not measured, said why. A
     trace without comm and 2 gaps: cost 0 (nothing exposed), its bubble not measured."""
@@ -197,19 +232,21 @@ def test_limits_take_the_step_cost_as_the_exposed_part():
     assert d["residual_ms"] == pytest.approx(0.0, abs=1e-12) and d["adds_up"] is True
     assert d["exposed_in_split_gaps_ms"] == pytest.approx(1.5)
     assert ("exposed comm 5.00 ms, of which 3.50 ms added to the step (the rest, 1.50 ms, lay "
-            "in kernel-to-kernel bubbles of 0.42 µs, which a step without comm has too)"
+            "in kernel-to-kernel bubbles of 0.42 µs or beside memory ops on the compute "
+            "stream, which a step without comm has too)"
             ) in d["text"]  # fmt: skip
     assert (
         "cross-check: domino's device idle beyond domino-nocomm's, less the host's, is "
         "3.50 ms, so 1.50 ms of the exposed comm lay where domino-nocomm's device idles "
-        "too, against the 1.50 ms the step cost leaves in bubbles."
+        "too, against the 1.50 ms the step cost leaves in bubbles and beside memory ops."
     ) in d["text"]
     # a cost of 4.5 leaves 0.5 in bubbles; the identity says 1.5: residual -1, > 0.6
     d = limits(RUN, {"domino": _doc(112.0, 5.0, 10.0, cost=4.5, bubble=0.42, idle_ms=4.0),
                      "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip
     assert d["residual_ms"] == pytest.approx(-1.0) and d["adds_up"] is False
     assert (
-        "against the 0.50 ms the step cost leaves in bubbles: 1.00 ms of the step cost "
+        "against the 0.50 ms the step cost leaves in bubbles and beside memory ops: "
+        "1.00 ms of the step cost "
         "lies in domino-nocomm's own gaps, so it is in two parts"
     ) in d["text"]
     # not measured (too few bubbles): the exposed comm is the part, with the reason
@@ -231,12 +268,20 @@ def test_limits_take_the_step_cost_as_the_exposed_part():
     assert "0.42 µs kernel-to-kernel bubbles" in sec.body.rows[3][0]
 
 
-def test_the_committed_headline_run_json_is_what_limits_gives_its_analyses():
-    """run.json's limits of the committed headline run is limits() of its committed
-    analyses (so the committed figures are this code's), and the parts sum to the gap."""
-    run = json.loads((HEADLINE / "run.json").read_text(encoding="utf-8"))
-    docs = {m: json.loads((HEADLINE / m / "analysis.json").read_text(encoding="utf-8"))
-            for m in ("domino", "nocomm", "domino-nocomm", "tp")}  # fmt: skip
+REANALYSED = [HEADLINE] + [HEADLINE.parents[1] / "emulated-h200-2026-12-03b" / n for n in (
+    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4")
+] + sorted(
+    (HEADLINE.parents[1] / "emulated-h200-2026-12-03b" / "table").glob("*-r1"))  # fmt: skip
+
+
+@pytest.mark.parametrize("run_dir", REANALYSED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_committed_run_json_is_what_limits_gives_its_analyses(run_dir):
+    """run.json's limits of each re-analysed committed run is limits() of its committed
+    analyses (so the committed figures are this code's, the step cost with mem_g), and
+    the parts sum to the gap."""
+    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    docs = {f.parent.name: json.loads(f.read_text(encoding="utf-8"))
+            for f in run_dir.glob("*/analysis.json")}  # fmt: skip
     d = json.loads(json.dumps(limits(run, docs)))
     assert d == run["limits"]
     assert d["exposed_cost_ms"] == docs["domino"]["totals"]["exposed_cost_ms_per_step"]

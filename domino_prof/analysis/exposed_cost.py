@@ -12,18 +12,24 @@ window ``step_ms`` measures):
   bounds it on both sides, an **edge** gap when it reaches W's start or end;
 * e_g = the step's exposed comm inside g: the union of the step's comm intervals (the
   rows ``by_iteration`` measures) inside g, so Σ_g e_g = the step's exposed comm;
+* mem_g = the union inside g of the device's **memory ops on its compute streams**: the
+  intervals of kind ``memory`` (copies and sets that are not comm) on a stream of the
+  device that runs a compute kernel of the rank, of any step. That is device work, not
+  idle: comm over a copy did not add the copy's time to the step (a copy or set on a
+  stream without compute is left out: it is not compute-path work);
 * the rank's **bubble** b = the median length of its interior gaps, over all its steps,
-  that hold no comm (of any step) and no host-bound device idle; with fewer than
-  :data:`MIN_BUBBLES` of them b is not measured, nor is the cost (None and a reason);
+  that hold no comm (of any step), no host-bound device idle and no memory op
+  (mem_g = 0); with fewer than :data:`MIN_BUBBLES` of them b is not measured, nor is the
+  cost (None and a reason);
 * host_g = the host-bound device idle of the step inside g (``launches.device_idle_pieces``;
-  0 without launch calls, e.g. a CPU trace);
-* cost_g = min(e_g, max(0, |g| − b_g − host_g)), b_g = b for an interior gap and 0 for an
-  edge gap (without the comm the step would begin or end at the compute kernel, with no
-  gap there to keep).
+  0 without launch calls, e.g. a CPU trace); it is device idle, so disjoint from mem_g;
+* cost_g = min(e_g, max(0, |g| − b_g − host_g − mem_g)), b_g = b for an interior gap and 0
+  for an edge gap (without the comm the step would begin or end at the compute kernel,
+  with no gap there to keep).
 
 cost = Σ_g cost_g per (rank, step). A rank whose steps expose no comm costs 0 whether or
 not its bubble is measured. Vectorised: a searchsorted per window into the merged compute,
-``np.repeat`` for the gaps, interval intersections for e_g, host_g and "holds comm".
+``np.repeat`` for the gaps, interval intersections for e_g, host_g, mem_g and "holds comm".
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from domino_prof.analysis import intervals as iv
 from domino_prof.analysis.attribution import tuple_ids
 from domino_prof.analysis.reference import ComputeReference
 
-MIN_BUBBLES = 20  # gaps without comm or host idle a rank needs for its bubble (median)
+MIN_BUBBLES = 20  # gaps without comm, host idle or memory op a rank needs (median)
 GAP_COLUMNS = ("rank", "device", "iteration", "start", "end", "interior")
 
 
@@ -47,7 +53,8 @@ class CostPart:
 
     rank: int
     per_iteration: pd.DataFrame  # rank, iteration, exposed_ns, cost_ns, n_gaps
-    bubble_ns: float | None  # the median gap without comm or host idle (None: too few)
+    bubble_ns: float | None  # the median gap without comm, host idle or memory op
+    # (None: too few)
     n_bubbles: int  # the gaps that median is over
     reason: str | None  # why the cost is not measured (None: measured)
 
@@ -104,6 +111,15 @@ def _inside(gaps: pd.DataFrame, g_key: np.ndarray, key: np.ndarray, rows: pd.Dat
     )
 
 
+def memory_on_compute_streams(intervals: pd.DataFrame, kind: np.ndarray | None = None):
+    """The rows of kind ``memory`` (copies and sets that are not comm) on a stream of
+    their (rank, device) that runs a compute kernel: mem_g's intervals (module doc)."""
+    kind = intervals["kind"].astype(str).to_numpy() if kind is None else kind
+    key = tuple_ids(*(intervals[c].to_numpy(np.int64) for c in ("rank", "device", "stream")))
+    on = np.isin(key, np.unique(key[kind == "compute"]))
+    return intervals.loc[(kind == "memory") & on]
+
+
 def cost_part(
     intervals: pd.DataFrame,
     *,
@@ -118,32 +134,36 @@ def cost_part(
     devices = intervals[["rank", "device"]].drop_duplicates()
     windows = spans[["rank", "iteration", "start", "end"]].merge(devices, on="rank")
     gaps = step_gaps(reference, windows)
-    comm = intervals.loc[intervals["kind"].astype(str).to_numpy() == "comm",
-                         ["rank", "device", "iteration", "start", "end"]]  # fmt: skip
+    cols = ["rank", "device", "iteration", "start", "end"]
+    kind = intervals["kind"].astype(str).to_numpy()
+    comm = intervals.loc[kind == "comm", cols]
+    mem = memory_on_compute_streams(intervals, kind)[cols]
     host = host if host is not None else comm.iloc[:0]
-    parts = [gaps, comm, host]
-    # dense ids shared by the three frames: per device, and per (device, step)
+    parts = [gaps, comm, host, mem]
+    # dense ids shared by the four frames: per device, and per (device, step)
     dev = tuple_ids(*(np.concatenate([p[c].to_numpy(np.int64) for p in parts])
                       for c in ("rank", "device")))  # fmt: skip
     step = tuple_ids(dev, np.concatenate([p["iteration"].to_numpy(np.int64) for p in parts]))
     cut = np.cumsum([len(p) for p in parts])[:-1]
-    (g_dev, c_dev, _), (g_step, c_step, h_step) = np.split(dev, cut), np.split(step, cut)
+    (g_dev, c_dev, _, m_dev), (g_step, c_step, h_step, _) = np.split(dev, cut), np.split(step, cut)
     e = _inside(gaps, g_step, c_step, comm)  # the step's exposed comm in the gap
     any_comm = _inside(gaps, g_dev, c_dev, comm)  # comm of any step in the gap
     host_g = _inside(gaps, g_step, h_step, host)
+    mem_g = _inside(gaps, g_dev, m_dev, mem)  # memory ops (compute streams, any step)
     length = (gaps["end"] - gaps["start"]).to_numpy(np.int64)
-    sample = gaps["interior"].to_numpy() & (any_comm == 0) & (host_g == 0)
+    sample = gaps["interior"].to_numpy() & (any_comm == 0) & (host_g == 0) & (mem_g == 0)
     n_bubbles = int(sample.sum())
     bubble = float(np.median(length[sample])) if n_bubbles >= MIN_BUBBLES else None
     exposed = bool((e > 0).any())
     reason = None
     if bubble is None and exposed:
-        reason = (f"rank {rank}: {n_bubbles} gap(s) between compute kernels hold no comm "
-                  f"and no host wait (at least {MIN_BUBBLES} give the typical bubble): "
+        reason = (f"rank {rank}: {n_bubbles} gap(s) between compute kernels hold no comm, "
+                  f"no host wait and no memory op (at least {MIN_BUBBLES} give the typical "
+                  "bubble): "
                   "the exposed comm that added to the step is not told from the bubbles "
                   "it spans")  # fmt: skip
     b_g = np.where(gaps["interior"].to_numpy(), bubble or 0.0, 0.0)
-    cost = np.minimum(e, np.maximum(0.0, length - b_g - host_g))
+    cost = np.minimum(e, np.maximum(0.0, length - b_g - host_g - mem_g))
     per = pd.DataFrame({"iteration": gaps["iteration"].to_numpy(), "exposed_ns": e,
                         "cost_ns": cost, "n_gaps": (e > 0).astype(np.int64)})  # fmt: skip
     per = per.groupby("iteration", sort=True).sum()

@@ -12,9 +12,9 @@ domino-nocomm in the run every part of that gap is **measured**:
   (``totals.exposed_ms_per_step``), with the (layer, sub-layer, micro-batch) ranges that
   expose the most (``by_op`` rows named ``fwd|bwd.layer_{attn|mlp}_{L}_batch_{b}``); the
   part is its **step cost** (``totals.exposed_cost_ms_per_step``, ``analysis.exposed_cost``:
-  the exposed comm beyond the kernel-to-kernel bubbles and host waits of the gaps it lies
-  in, which a step without comm has too) when the analysis measured it, else the exposed
-  comm itself (said in the text);
+  the exposed comm beyond the kernel-to-kernel bubbles, host waits and memory ops (copies
+  and sets on the compute streams) of the gaps it lies in, which a step without comm has
+  too) when the analysis measured it, else the exposed comm itself (said in the text);
 * **overlap tax** — domino's compute against domino-nocomm's, class by class
   (``overlap_tax.against``: Σ over every compute interval of ``dur`` − the mean of the
   class in domino-nocomm, where no comm runs), so it is domino's compute time per step
@@ -28,7 +28,7 @@ and the **residual** = gap − (split + exposed + tax + host) is printed beside 
 exposed part, from the step identity: domino's device idle beyond domino-nocomm's, less
 the host's, is what comm added to the idle; the exposed comm beyond it lies where
 domino-nocomm idles too (``exposed_in_split_gaps_ms``), to compare with the exposed comm
-the step cost leaves in bubbles. Comm stretched by compute
+the step cost leaves in bubbles and beside memory ops. Comm stretched by compute
 (``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
 already exposed comm, its hidden share costs no step time by itself.
 
@@ -255,7 +255,8 @@ def limits_text(d: Mapping) -> str:
         ex += f", of which {cost:.2f} ms added to the step"
         if d.get("exposed_bubble_us") is not None:
             ex += (f" (the rest, {exposed - cost:.2f} ms, lay in kernel-to-kernel bubbles of "
-                   f"{d['exposed_bubble_us']:.2f} µs, which a step without comm has too)")  # fmt: skip
+                   f"{d['exposed_bubble_us']:.2f} µs or beside memory ops on the compute "
+                   "stream, which a step without comm has too)")  # fmt: skip
     elif d.get("exposed_cost_reason") and exposed:
         ex += (f" (its step cost not measured: {d['exposed_cost_reason']}; the exposed comm "
                "is the part)")  # fmt: skip
@@ -294,7 +295,8 @@ def limits_text(d: Mapping) -> str:
             check = (f"cross-check: {mode}'s device idle beyond {split_mode}'s, less the "
                      f"host's, is {exposed - g:.2f} ms, so {g:.2f} ms of the exposed comm lay "
                      f"where {split_mode}'s device idles too, against the "
-                     f"{exposed - cost:.2f} ms the step cost leaves in bubbles")  # fmt: skip
+                     f"{exposed - cost:.2f} ms the step cost leaves in bubbles and beside "
+                     "memory ops")  # fmt: skip
             if not d["adds_up"] and g > exposed - cost:
                 check += (f": {g - (exposed - cost):.2f} ms of the step cost lies in "
                           f"{split_mode}'s own gaps, so it is in two parts")  # fmt: skip

@@ -888,7 +888,7 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> 
         bubble = d.get("exposed_bubble_us")
         rows.append(["exposed comm's step cost (beyond the "
                      + (f"{bubble:.2f} µs " if bubble is not None else "")
-                     + "kernel-to-kernel bubbles and host waits of its gaps)",
+                     + "kernel-to-kernel bubbles, host waits and memory ops of its gaps)",
                      fmt(d["exposed_cost_ms"], ".2f", " ms")])  # fmt: skip
     rows.append([f"overlap tax (domino's compute − {split_mode}'s, class by class)" if split_mode
                  else "overlap tax (compute slowed under comm)",
