@@ -346,6 +346,10 @@ def bench_sets(*, file: str, columns: list[list[str]], skip: tuple = ()) -> list
 
 
 # --------------------------------------------------------------------------- the manifest
+# the full-depth runs of 2026-12-03 14:20-14:50 UTC (two sections read them)
+RUNS_03B = [f"reports/emulated-h200-2026-12-03b/{d}/run.json" for d in (
+    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4")]
+
 SECTIONS: list[dict] = [
     {
         "title": "The default run on CPU (gloo, tiny, tp 2, every mode)",
@@ -427,12 +431,7 @@ SECTIONS: list[dict] = [
         "where": "one H200, 2026-12-03 (14:20-14:36 UTC; the mbs 4 rows 14:45 UTC); seq "
                  "4096, mbs 2 (the last two rows mbs 4), TP 8, 16-24 timed steps per mode",
         "render": run_verdicts,
-        "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-mbs4/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-8b-mbs4/run.json"]},
+        "args": {"runs": RUNS_03B},
         "text": "The paced stand-in after its last fixes. The eager rows are host-bound, and "
                 "this lent host was slow and uneven during eager-paced (its intervals say so). "
                 "The last two rows are llama3-3b and llama3-8b at mbs 4 with CUDA graphs "
@@ -443,12 +442,7 @@ SECTIONS: list[dict] = [
         "title": "What limits domino in those runs (emulated comm)",
         "where": "one H200, 2026-12-03; the runs above",
         "render": run_limits,
-        "args": {"runs": ["reports/emulated-h200-2026-12-03b/graphs-paced/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-paced/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/eager-8b/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-mbs4/run.json",
-                          "reports/emulated-h200-2026-12-03b/graphs-8b-mbs4/run.json"]},
+        "args": {"runs": RUNS_03B},
         "text": "Per profiled step, as in the section on the first paced runs; the last "
                 "two rows are the mbs 4 runs (CUDA graphs).",
     },
