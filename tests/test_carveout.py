@@ -76,7 +76,7 @@ def test_domino_takes_it_exactly_beside_a_collective_in_flight():
 
 def test_scope_all_is_on_for_every_segment():
     got, calls = _segments("tp", 1, scope="all")
-    assert all(on for _, on in got) and calls == [24]  # set once, at start()
+    assert all(on for _, on in got) and calls == [24]  # set once, by the first segment
 
 
 def test_torch_blas_sets_both_knobs_and_restores_torchs_library():

@@ -54,7 +54,9 @@ class TorchBlas:
 class Carveout:
     """The carveout of one runner: ``segment(in_flight)`` before each segment is issued
     (eager or captured) turns it on for a segment issued beside a collective, off
-    otherwise (scope ``overlap``); scope ``all`` is on from :meth:`start` on.
+    otherwise (scope ``overlap``); scope ``all`` is on for every segment. The first
+    segment sets the state explicitly, so a runner starts from its own scope whatever
+    the previous mode's runner left.
     ``counts`` = (segments issued with it on, segments issued), for the run's record and
     the tests. ``blas``: anything with ``set(sms | None)`` (tests: a recorder)."""
 
@@ -80,22 +82,12 @@ class Carveout:
             self.blas.set(self.sms if on else None)
             self._on = on
 
-    def start(self) -> None:
-        """Scope ``all``: on for good (before the runner issues anything)."""
-        if self.scope == "all":
-            self._turn(True)
-
     def segment(self, in_flight: bool) -> None:
         """A segment is about to be issued; ``in_flight``: a collective runs beside it."""
         on = True if self.scope == "all" else bool(in_flight)
         self.segments += 1
         self.on_segments += on
         self._turn(on)
-
-    def stop(self) -> None:
-        """Back to torch's own settings (the end of a mode: the next mode starts clean)."""
-        if self._on:
-            self._turn(False)
 
     @property
     def counts(self) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from dataclasses import MISSING, asdict, dataclass, field, replace
 
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model import modes
+from domino_prof.reference_model.carveout import SCOPES as CARVEOUT_SCOPES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -462,8 +463,8 @@ class RunConfig:
                               "leave free)")  # fmt: skip
         if self.sm_carveout is not None and self.sm_carveout < 0:
             raise ConfigError(f"--sm-carveout must be >= 0 SMs, got {self.sm_carveout}")
-        if self.carveout_scope not in ("overlap", "all"):
-            raise ConfigError(f"--carveout-scope must be overlap or all, got "
+        if self.carveout_scope not in CARVEOUT_SCOPES:
+            raise ConfigError(f"--carveout-scope must be {' or '.join(CARVEOUT_SCOPES)}, got "
                               f"{self.carveout_scope!r}")  # fmt: skip
         if self.comm_ctas is not None and self.comm_ctas < 1:
             raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")

@@ -105,8 +105,6 @@ class StepRunner:
             record=record,
             carveout=carveout,  # --sm-carveout: carveout.Carveout, told per segment
         )
-        if carveout is not None:
-            carveout.start()
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
         cfg = model.cfg
