@@ -234,7 +234,8 @@ _TUNE_EXTRAS = (("--high-priority-comm", False), ("--carveout-scope", True), ("-
 def tune_rows(*, runs: str | list[str]) -> list[str]:
     """`domino-prof tune`'s tune.json files: one row per candidate, its model, layers and
     mbs, the settings, domino's timed step, domino / nocomm, domino / domino-nocomm and
-    domino / best tp (tp at its own best settings in that sweep)."""
+    domino / best tp (tp at its own best settings in that sweep, at the candidate's mbs:
+    ``best_tp_ms``; a sweep from before that field has one mbs, its ``best_tp``)."""
     rows = []
     for p in _files(runs):
         doc = _load(p)
@@ -253,7 +254,7 @@ def tune_rows(*, runs: str | list[str]) -> list[str]:
             rows.append([f"{model.get('name')} ({model.get('n_layers')})", str(cfg.get("mbs")),
                          c["settings_text"] + extra, label, _f(c.get("domino_step_ms"), ".1f"),
                          _f(c.get("frac_of_nocomm"), ".3f"), _f(c.get("of_domino_nocomm"), ".3f"),
-                         _f(c.get("vs_best_tp"), ".3f"), _f(best, ".1f"),
+                         _f(c.get("vs_best_tp"), ".3f"), _f(c.get("best_tp_ms", best), ".1f"),
                          _link(p.parent)])  # fmt: skip
     return _table(["model (layers)", "mbs", "settings", "comm", "domino ms", "domino / nocomm",
                    "domino / domino-nocomm", "domino / best tp", "best tp ms", "sweep"], rows)  # fmt: skip

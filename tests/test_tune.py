@@ -170,6 +170,10 @@ def test_mbs_is_a_grid_key_and_each_candidate_meets_tp_at_its_own_mbs():
     assert got[1]["best_tp_ms"] == 20.0
     cmd = T.run_command(["--model", "tiny", "--mbs", "2", "--seed", "1"], cands[1])
     assert cmd == ("domino-prof run --model tiny --seed 1 --splits 2 --mbs 4 --mode domino")
+    # a sweep-wide --sm-carveout is in every candidate's settings: the line has it once
+    (c,) = T.candidates(T.parse_grid(["sm_carveout=24"]))
+    cmd = T.run_command(["--mbs", "2", "--sm-carveout", "24", "--seed", "1"], c)
+    assert cmd == "domino-prof run --mbs 2 --seed 1 --splits 2 --sm-carveout 24 --mode domino"
 
 
 @pytest.mark.parametrize(

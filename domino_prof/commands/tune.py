@@ -306,11 +306,22 @@ def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str
 
 
 def run_command(base_flags: list[str], s: Settings) -> str:
-    base = list(base_flags)
-    if s.mbs is not None and "--mbs" in base:  # the candidate's mbs, not the sweep's
-        i = base.index("--mbs")
-        del base[i:i + 2]
+    """The candidate's `run` line: the sweep's flags less those the candidate sets itself
+    (its --mbs, its --sm-carveout: each flag once, with the candidate's value), then its
+    own."""
+    own = {f for f in s.flags() if f.startswith("--")}
+    base, i = [], 0
+    while i < len(base_flags):
+        flag = base_flags[i]
+        n = 2 if flag in _VALUED else 1  # the flag and its value
+        if flag not in own:
+            base += base_flags[i:i + n]
+        i += n
     return shlex.join(["domino-prof", "run", *base, *s.flags(), "--mode", "domino"])
+
+
+# the flags of Settings.flags() that take a value
+_VALUED = ("--mbs", "--sm-carveout", "--comm-ctas", "--splits", "--split-sizes", "--col-splits")
 
 
 # --- the command ----------------------------------------------------------------------------
