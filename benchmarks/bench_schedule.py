@@ -60,6 +60,7 @@ from domino_prof.reference_model.schedule import StepRunner
 from domino_prof.reference_model.verify import batch
 
 GRAPH_INFLIGHT = 8  # --graph-inflight
+GRAPH_SCOPE = "segment"  # --graph-scope (the graphs variants)
 
 
 def _sync(dev) -> None:
@@ -209,6 +210,7 @@ def bench_schedule(
         graphs=graphs,
         compile=compile,
         graph_inflight=GRAPH_INFLIGHT,
+        graph_scope=GRAPH_SCOPE if graphs else "segment",
     )
     t0 = time.perf_counter()
     runner.step(inp, tgt)  # capture / compile / warm up outside the timing
@@ -336,12 +338,15 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--graph-inflight", type=int, default=8, help="StepRunner.graph_inflight (0: no throttle)"
     )
+    ap.add_argument("--graph-scope", default="segment", choices=("segment", "step"),
+                    help="what one CUDA graph holds in the graphs variants (executor.py)")
     ap.add_argument("--attention", default="auto", choices=units.ATTENTION_KERNELS,
                     help="fused attention kernel on CUDA (units.set_attention)")  # fmt: skip
     a = ap.parse_args(argv)
     units.set_attention(a.attention)
-    global GRAPH_INFLIGHT
+    global GRAPH_INFLIGHT, GRAPH_SCOPE
     GRAPH_INFLIGHT = a.graph_inflight
+    GRAPH_SCOPE = a.graph_scope
     dev = torch.device(
         "cuda"
         if a.device == "auto" and torch.cuda.is_available()
@@ -377,6 +382,7 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "step": "forward + backward, no optimizer",
         "graph_inflight": a.graph_inflight,
+        "graph_scope": a.graph_scope,
         "attention": units.attention_kernel(dev, dtype),
     }
     if cuda:

@@ -66,6 +66,11 @@ SP_CASES = (  # test_schedules.test_sp_and_graph_schedules_match_unsharded_model
     ("tp-graphs", {"splits": 1, "schedule": "tp", "graphs": True}),
     ("domino-graphs", {"splits": 2, "schedule": "domino", "graphs": True}),
     ("domino-sp-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True}),
+    # one graph per step, collectives inside (the CPU stand-in replays the whole step)
+    ("domino-step-graphs", {"splits": 2, "schedule": "domino", "graphs": True,
+                            "graph_scope": "step"}),  # fmt: skip
+    ("domino-sp-step-graphs", {"splits": 2, "schedule": "domino-sp", "graphs": True,
+                               "graph_scope": "step"}),  # fmt: skip
 )
 
 

@@ -39,6 +39,8 @@ def test_sp_and_graph_schedules_match_unsharded_model(world):
             "tp-graphs",
             "domino-graphs",
             "domino-sp-graphs",
+            "domino-step-graphs",
+            "domino-sp-step-graphs",
         ):
             loss, worst, worst_name, n = out[mode]
             assert n == n_params

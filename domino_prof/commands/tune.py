@@ -349,6 +349,7 @@ def register(app: typer.Typer) -> None:
         high_priority_comm: bool = _opt("high_priority_comm"),
         sm_carveout: int = _opt("sm_carveout"),
         carveout_scope: str = _opt("carveout_scope"),
+        graph_scope: str = _opt("graph_scope"),
         seed: int = _opt("seed"),
         timed_steps: int = typer.Option(TUNE_STEPS, "--steps", help="Timed steps per mode "
                                         "of each candidate (few, for speed; raise for "
@@ -389,7 +390,7 @@ def register(app: typer.Typer) -> None:
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
                 "attention": attention, "compile": compile,
                 "high_priority_comm": high_priority_comm, "carveout_scope": carveout_scope,
-                "seed": seed, "timed_steps": timed_steps, "block_steps": block_steps,
+                "graph_scope": graph_scope, "seed": seed, "timed_steps": timed_steps, "block_steps": block_steps,
                 "warmup_steps": warmup_steps, "profile_steps": profile_steps,
                 "timeout_s": timeout_s}  # fmt: skip
         device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
@@ -423,7 +424,8 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
     plan, errors = [], {}
     for i, s in enumerate(cands):
         try:
-            cfg = RunConfig.from_options(device=device, modes=tune_modes(), **{**base, **s.fields()})
+            cfg = RunConfig.from_options(device=device, modes=tune_modes(),
+                                         **_graph_fields(base, s.fields()))  # fmt: skip
             why = None
         except ConfigError as e:
             cfg, why = None, str(e)
@@ -444,14 +446,23 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
             continue
         ctas, graphs, carve, mbs = ts
         s = Settings(1, 1, None, ctas, graphs, carve, mbs)
-        fields = {**base, "comm_ctas": ctas, "cuda_graphs": graphs, "sm_carveout": carve,
-                  **({} if mbs is None else {"mbs": mbs})}  # fmt: skip
+        fields = _graph_fields(base, {"comm_ctas": ctas, "cuda_graphs": graphs,
+                               "sm_carveout": carve, **({} if mbs is None else {"mbs": mbs})})
         cfg = RunConfig.from_options(device=device, modes=("tp",), **fields)
         name = ("tp" + ("" if mbs is None else f"-mbs{mbs}") + ("" if ctas is None else
                 f"-ctas{ctas}") + ("-graphs" if graphs else ""))  # fmt: skip
         tp_plan.append({"name": name, "settings": s, "cfg": cfg, "error": None, "tp": True,
                         "tp_only": True})  # fmt: skip
     return plan + tp_plan
+
+
+def _graph_fields(base: dict, fields: dict) -> dict:
+    """A candidate's RunConfig fields: the sweep-wide --graph-scope applies to the
+    candidates with CUDA graphs; the others have none to scope."""
+    f = {**base, **fields}
+    if not f.get("cuda_graphs"):
+        f["graph_scope"] = "segment"
+    return f
 
 
 def _with_modes(cfg, names: tuple[str, ...]):
@@ -532,6 +543,8 @@ def _base_flags(cfg, *, layers: int) -> list[str]:
         f += ["--sm-carveout", str(cfg.sm_carveout)]
     if cfg.carveout_scope != "overlap":
         f += ["--carveout-scope", cfg.carveout_scope]
+    if cfg.graph_scope != "segment":
+        f += ["--graph-scope", cfg.graph_scope]
     return f + ["--seed", str(cfg.seed)]
 
 

@@ -11,6 +11,19 @@ touches is a *kept* segment output (never freed, so never reused under a graph).
 During replay only the kept outputs are returned (the rest are None): a segment's
 other outputs may only be passed on to later segments, whose graphs captured them.
 
+Whole-step graphs (``graph_scope="step"``, ``--graph-scope step``): the first step is
+warmed up eagerly, then captured as ONE graph, collectives included (the emulated
+collectives' kernels and their stream forks and joins are captured like any other work;
+domino-sp's side stream forks from and joins the capture stream), and every later step
+copies its inputs into the captured ones and replays that graph: no boundaries between
+segment graphs, one launch per step, no in-flight cap. Segments run as in eager mode
+inside the capture. A tensor a collective reads or writes is held from its launch until
+the compute stream waits for it (the side stream: until the streams join), so the
+capture's allocator does not hand its block to a later kernel while the comm stream can
+still touch it (outside a capture the comm's ``record_stream`` does that). The profiler
+sees one graph launch per step: kernels keep their names and grids but not the
+``record_function`` range they were issued in.
+
 Side stream (domino-sp's chains): the executor keeps the step's compute stream and the
 side stream as objects (read once per step), switches between them with one
 ``set_stream`` call each way (:meth:`SegmentExecutor.side_ctx`; re-entrant, so a whole
@@ -34,12 +47,14 @@ from dataclasses import dataclass
 import torch
 
 from domino_prof.reference_model.comm import Comm, NoComm
+from domino_prof.reference_model.config import GRAPH_SCOPES
 from domino_prof.reference_model.streams import CudaStreams, SideCtx
 
 _NULL = contextlib.nullcontext()
 _NO_COMM = NoComm()
 
 Key = tuple  # (segment or collective name, unit index, micro-batch)
+_STEP_KEY = ("step",)
 
 
 def _profiling() -> bool:
@@ -63,6 +78,7 @@ class Pending:
 
     key: Key
     work: object
+    held: tuple = ()  # a whole-step capture: its tensors, until it is waited for
 
 
 class EventWork:
@@ -110,8 +126,14 @@ class SegmentExecutor:
         graph_inflight: int = 8,
         record: bool = False,
         carveout=None,
+        graph_scope: str = "segment",
     ) -> None:
+        if graph_scope not in GRAPH_SCOPES:
+            raise ValueError(f"graph_scope {graph_scope!r} is not one of {GRAPH_SCOPES}")
         self.comm, self.graphs, self.compile = comm, graphs, compile
+        self.graph_scope = graph_scope
+        self._step_in: tuple = ()  # whole-step graph: its captured inputs
+        self._step_capture = False  # inside the whole-step capture
         # --sm-carveout (carveout.Carveout): told before each issued segment whether an
         # async collective is in flight (launched, not yet waited for: ``_open``)
         self.carveout = carveout
@@ -146,21 +168,76 @@ class SegmentExecutor:
         self._main = None
 
     # -- a step: eager, or capture once then replay ---------------------------------------
-    def step(self, key, run):
-        """``run()`` issues one step (gradient buffers prepared, schedule run). Eager;
-        with graphs: captured on the first call for this ``key`` (input shapes), replayed
-        on every call."""
+    def step(self, key, run, *inputs):
+        """``run(*inputs)`` issues one step (gradient buffers prepared, schedule run).
+        Eager; with graphs: captured on the first call for this ``key`` (input shapes),
+        replayed on every call (``graph_scope`` step: one graph, fed ``inputs``)."""
         if not self.graphs:
             self._begin()
-            return run()
+            return run(*inputs)
+        if self.graph_scope == "step":
+            return self._step_graph(key, run, inputs)
         if self._graph_key != key:
-            self._capture(run, key)
+            self._capture(lambda: run(*inputs), key)
         self.mode = "replay"
         try:
             self._begin()
-            return run()
+            return run(*inputs)
         finally:
             self.mode = "eager"
+
+    def _step_graph(self, key, run, inputs):
+        """The whole-step graph (module doc): captured for a new ``key``, then replayed
+        with ``inputs`` copied into the captured inputs. Returns the step's output (the
+        captured tensor, rewritten by each replay)."""
+        if self._graph_key != key:
+            self._capture_step(run, key, inputs)
+        for s, x in zip(self._step_in, inputs):
+            s.copy_(x)
+        g, out = self.graph_store[_STEP_KEY]
+        g.replay()
+        return out
+
+    def _capture_step(self, run, key, inputs) -> None:
+        self.graph_store.clear()
+        self._graph_key = None
+        self._step_in = tuple(x.clone() for x in inputs)
+        step_in = self._step_in
+        if not self.cuda:  # tests: the CPU stand-in replays the step on these inputs
+
+            def body():
+                self._begin()
+                return (run(*step_in),)
+
+            out = body()[0]
+            self.graph_store[_STEP_KEY] = (_EmulatedGraph(body, (out,)), out)
+            self._graph_key = key
+            return
+        cap = torch.cuda.Stream()
+        cap.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(cap):  # warm-up: lazy library init, the comm's plans
+            self._begin()
+            run(*step_in)
+        torch.cuda.current_stream().wait_stream(cap)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(cap):
+            # thread_local: another thread's CUDA calls (c10d's watchdog) stay legal
+            g.capture_begin(pool=torch.cuda.graph_pool_handle(),
+                            capture_error_mode="thread_local")  # fmt: skip
+            self._step_capture = True
+            try:
+                self._begin()
+                out = run(*step_in)
+            finally:
+                self._step_capture = False
+                g.capture_end()
+        torch.cuda.current_stream().wait_stream(cap)
+        torch.cuda.synchronize()
+        self._held.clear()
+        self.graph_store[_STEP_KEY] = (g, out)
+        self._graph_key = key
 
     def _begin(self) -> None:
         """A step starts: its compute stream is the current one; the event pool restarts
@@ -381,7 +458,13 @@ class SegmentExecutor:
             w = call(*args, async_op=async_op, **kw)
         if ordered and w is None and self.side is not None:
             w = EventWork(self._record(side))
-        p = Pending(key, w)
+        held = ()
+        if self._step_capture:  # held until waited for (module doc)
+            if async_op:
+                held = args
+            elif side or self._on_side:  # waited already, but on the side stream
+                self._held.append(args)
+        p = Pending(key, w, held)
         if async_op:  # in flight until waited for (every mode: the capture pass too)
             self._open[id(p)] = p
         return p
@@ -412,6 +495,8 @@ class SegmentExecutor:
         self._open.pop(id(p), None)
         if self.events is not None:
             self.events.append(("wait", p.key))
+        if p.held and (side or self._on_side) and self.side is not None:
+            self._held.append(p.held)  # the compute stream is ordered only at the join
         w = p.work
         if w is None:
             return

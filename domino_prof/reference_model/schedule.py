@@ -50,7 +50,8 @@ class StepRunner:
     ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
     with ``col_split``; tp_step.py). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
-    ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests);
+    ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests), or of the
+    whole step with its collectives (``graph_scope="step"``; executor.py);
     ``compile``: ``torch.compile`` every segment function; ``record``: the executor
     records the executed events (``executor.events``).
 
@@ -73,6 +74,7 @@ class StepRunner:
         graph_inflight: int = 8,
         record: bool = False,
         carveout=None,
+        graph_scope: str = "segment",
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -104,6 +106,7 @@ class StepRunner:
             graph_inflight=graph_inflight,
             record=record,
             carveout=carveout,  # --sm-carveout: carveout.Carveout, told per segment
+            graph_scope=graph_scope,  # --graph-scope: a graph per segment, or per step
         )
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
@@ -140,11 +143,13 @@ class StepRunner:
         """Forward and backward of one batch; gradients into ``.grad`` (overwritten).
         Returns the loss (mean token cross-entropy over the whole batch), detached."""
         with torch.no_grad():
+            self._attach_grads()  # a whole-step replay runs no Python of the step
             key = (tuple(tokens.shape), tokens.device)
-            return self.executor.step(key, lambda: self._run(tokens, targets))
+            return self.executor.step(key, self._run, tokens, targets)
 
     def _run(self, tokens, targets) -> torch.Tensor:
-        self._prepare_grads()
+        self._attach_grads()
+        self.model.tok_embeddings.weight.grad.zero_()
         ops = (ShardedStep if self.sp else AllReduceStep)(
             self, tokens, targets, self._sizes(tokens.shape[0])
         )
@@ -161,11 +166,11 @@ class StepRunner:
             raise ValueError(f"batch {B} is not divisible by splits {self.splits}")
         return (B // self.splits,) * self.splits
 
-    def _prepare_grads(self) -> None:
+    def _attach_grads(self) -> None:
         """One gradient buffer per parameter, re-attached if a caller replaced ``.grad``
         (a graph has these addresses baked in). Every buffer is overwritten by the
         step's first micro-batch (``first=True``), except the embedding's, whose rows
-        are scattered: that one is zeroed here."""
+        are scattered: that one is zeroed by the step (``_run``)."""
         if self._grads is None:
             self._grads = [torch.empty_like(p) for p in self.params]
             if self.sp:  # SP: norm weights' grads are partial over ranks: one flat buffer
@@ -185,7 +190,6 @@ class StepRunner:
         for p, g in zip(self.params, self._grads):
             if p.grad is not g:
                 p.grad = g
-        self.model.tok_embeddings.weight.grad.zero_()
 
     def rope_for(self, S: int, device):
         key = (S, device)
@@ -225,4 +229,5 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         compile=cfg.compile,
         graph_inflight=graph_inflight,
         carveout=carveout_of(cfg, device),
+        graph_scope=getattr(cfg, "graph_scope", "segment"),
     )
