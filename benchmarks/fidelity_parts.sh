@@ -12,7 +12,9 @@ OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/fidelity.log") 2>&1
 parts=${*:-ab runs}
-W=/tmp/fidelity; rm -rf "$W"; mkdir -p "$W"
+# scratch: kept across invocations (a second call of this script in one session used to
+# wipe the first one's run directories before they were copied out); each run clears its own
+W=/tmp/fidelity; mkdir -p "$W"
 STEPS=${STEPS:-24} RUN_S=${RUN_S:-170} REPS=${REPS:-10}
 TUNE_GRID=${TUNE_GRID:-"--grid cuda_graphs=on --grid col_splits=1,2 --grid sm_carveout=default,24"}
 # name | env | flags: the headline command (llama3-3b, 28 layers, seq 4096, mbs 2, TP 8)
@@ -43,6 +45,7 @@ for part in $parts; do
       while IFS='|' read -r model tp layers flags; do
         [ -n "$model" ] || continue
         name="table-$model-tp$tp-l$layers${flags:+-graphs}"
+        rm -rf "$W/table/$name"
         echo "== $name at $(( $(date +%s) - t0 )) s"
         timeout "$RUN_S" python3 -m domino_prof.commands.run --tp "$tp" --seq 4096 --model "$model" \
           --layers "$layers" --comm emulate --mode all --steps "${TABLE_STEPS:-16}" --block-steps 4 \
@@ -57,6 +60,7 @@ llama3-70b|8|8|--cuda-graphs"}"
       # "name|tune flags" (default: one row, tune|$TUNE_GRID), each its own OUT/<name>.tar.gz
       while IFS='|' read -r name tflags; do
         [ -n "$name" ] || continue
+        rm -rf "$W/$name"
         echo "== tune $name ($tflags) at $(( $(date +%s) - t0 )) s"
         timeout "${TUNE_S:-300}" python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
           --no-analyze --steps "${TUNE_STEPS:-16}" --out "$W/$name" $tflags 2>&1 | tail -30
@@ -70,6 +74,7 @@ llama3-70b|8|8|--cuda-graphs"}"
     runs)
       while IFS='|' read -r name envs flags; do
         [ -n "$name" ] || continue
+        rm -rf "$W/$name"
         echo "== run $name ($envs $flags) at $(( $(date +%s) - t0 )) s"
         env $envs timeout "$RUN_S" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
           --comm emulate --mode all --steps "$STEPS" --block-steps 4 --profile-steps 2 \

@@ -111,6 +111,10 @@ def _command(cfg: dict) -> str:
         parts.append("--comm emulate")
     if cfg.get("cuda_graphs"):
         parts.append("--cuda-graphs")
+        if cfg.get("graph_scope") == "segment":  # the default is step since 2026-12-03c
+            parts.append("--graph-scope segment")
+    if cfg.get("compile"):
+        parts.append("--compile")
     return " ".join(parts)
 
 
@@ -351,6 +355,10 @@ def bench_sets(*, file: str, columns: list[list[str]], skip: tuple = ()) -> list
 RUNS_03B = [f"reports/emulated-h200-2026-12-03b/{d}/run.json" for d in (
     "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4")]
 
+# the runs of 2026-12-03 17:19-17:37 UTC: a CUDA graph per step against one per segment
+RUNS_03C = [f"reports/emulated-h200-2026-12-03c/{d}/run.json" for d in (
+    "step-1", "seg-1", "step-2", "seg-2", "step-3", "seg-3", "step-compile", "step-8b-2")]
+
 SECTIONS: list[dict] = [
     {
         "title": "The default run on CPU (gloo, tiny, tp 2, every mode)",
@@ -446,6 +454,38 @@ SECTIONS: list[dict] = [
         "args": {"runs": RUNS_03B},
         "text": "Per profiled step, as in the section on the first paced runs; the last "
                 "two rows are the mbs 4 runs (CUDA graphs).",
+    },
+    {
+        "title": "One CUDA graph per step against one per segment (emulated comm)",
+        "where": "one H200, 2026-12-03 (17:19-17:37 UTC); llama3-3b (28 layers; the last "
+                 "row llama3-8b, 32 layers), TP 8, seq 4096, mbs 2, 24 timed steps per mode",
+        "render": run_verdicts,
+        "args": {"runs": RUNS_03C},
+        "text": "`--graph-scope step` (the default of `--cuda-graphs` where the collectives "
+                "can be captured) replays the whole step, collectives included, as one graph; "
+                "`--graph-scope segment` is a graph per schedule segment, the only scope "
+                "before these runs (every earlier `--cuda-graphs` row). Runs alternate step "
+                "and segment. Every collective is an emulated kernel. How: "
+                "reports/emulated-h200-2026-12-03c/README.md.",
+    },
+    {
+        "title": "What limits domino with one graph per step (emulated comm)",
+        "where": "one H200, 2026-12-03; the runs above whose traces were analysed",
+        "render": run_limits,
+        "args": {"runs": RUNS_03C},
+        "text": "Per profiled step, as above. One graph per step takes the boundaries between "
+                "segment graphs out of the split's own cost and some exposed comm's step cost; "
+                "the overlap tax does not move.",
+    },
+    {
+        "title": "The schedules' own cost with one graph per step: one H200, tp 1, 2026-12-03",
+        "where": "one H200, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2; eager "
+                 "and CUDA graphs (`--graph-scope step`)",
+        "render": bench_schedule,
+        "args": {"file": "reports/emulated-h200-2026-12-03c/bench_schedule_step_1.json"},
+        "text": "One of two runs; domino graphs / tp graphs 1.035 here, 1.034 in the other, "
+                "1.043 with a graph per segment in the same call "
+                "(reports/emulated-h200-2026-12-03c/README.md).",
     },
     {
         "title": "Domino's knobs, swept by `domino-prof tune` (emulated comm)",

@@ -207,3 +207,19 @@ def test_sm_carveout_is_a_tp_knob_and_a_flag():
     assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16, None)
     assert cands[1].flags()[-4:] == ["--comm-ctas", "8", "--sm-carveout", "16"]
     assert cands[1].slug().endswith("-ctas8-carve16") and "carveout 16" in cands[1].text()
+
+
+def test_graph_scope_applies_to_the_candidates_with_graphs():
+    """--graph-scope is sweep-wide: the candidates with CUDA graphs take it, those without
+    have none to scope (segment); the winner's command line carries it."""
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = T.candidates(T.parse_grid(["cuda_graphs=off,on"]))
+    base = {"mbs": 2, "tp": 8, "comm": "emulate", "graph_scope": "step"}
+    plan = T._plan(cands, base, "cuda", RunConfig)
+    scopes = [(p["settings"].cuda_graphs, p["cfg"].graph_scope) for p in plan]
+    assert scopes == [(False, "segment"), (True, "step")]
+    on = plan[1]["cfg"]
+    flags = T._base_flags(on, layers=0)
+    assert flags[flags.index("--graph-scope") + 1] == "step"
+    assert "--graph-scope" not in T._base_flags(plan[0]["cfg"], layers=0)

@@ -122,13 +122,16 @@ class TraceBuilder:
         launch_name: str = "cudaLaunchKernel",
         tid: int = MAIN_TID,
         cat: str = "kernel",
+        corr: int | None = None,
         **args,
     ) -> int:
         """A device event with (optionally) its launch call; returns the correlation id.
 
-        ``dur=None`` writes an event without ``dur`` (seen in real traces).
+        ``dur=None`` writes an event without ``dur`` (seen in real traces). ``corr``: the
+        correlation id of a launch written already (e.g. one ``cudaGraphLaunch`` for
+        every kernel of its graph).
         """
-        corr = self._next_corr()
+        corr = self._next_corr() if corr is None else corr
         if launch is not None:
             self.runtime(launch_name, launch, launch_dur, corr=corr, tid=tid)
         ev = {

@@ -35,6 +35,9 @@ NO_OP = "(none)"
 PHASES = ("forward", "backward", "optimizer", "other")
 STEP_PREFIX = "ProfilerStep#"
 RUNTIME_CATS: tuple[str, ...] = ("cuda_runtime", "cuda_driver", MTIA_RUNTIME_CAT)
+# the calls that launch a whole CUDA/HIP graph: every kernel of the graph has their
+# correlation id, whatever phase of the step it belongs to
+GRAPH_APIS: tuple[str, ...] = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 
 # user annotations that never name an op: step windows and collective-level ranges
 # (``nccl:all_reduce`` wraps every NCCL launch and would hide the model's op name)
@@ -290,17 +293,22 @@ class Context:
         tid: np.ndarray,
         t: np.ndarray,
         has_point: np.ndarray,
+        graph: np.ndarray | None = None,
     ) -> tuple[pd.Categorical, np.ndarray, pd.Categorical]:
         """(op, iteration, phase) of each point; rows without a point get (``(none)``,
         -1, ``other``). Phase (docs/METRICS.md "Extension: phase"), first rule wins:
-        optimizer, backward, forward (by op name, or a step holds the point), other."""
+        optimizer, backward, forward (by op name, or a step holds the point: not for a
+        ``graph`` point, a graph launch, whose graph may hold any phase's work), other."""
         op = pd.Categorical(self.op_at(rank, pid, tid, t, has_point))
         iteration = self.iteration_at(rank, t, has_point)
         in_opt = _contains_any(self.optimizer, rank, pid, tid, t)
         in_bwd = _contains_any(self.backward, rank, pid, tid, t)
         op_s = pd.Series(op)
         phase = np.full(len(t), "other", dtype=object)
-        fwd = (match_names(op_s, _OP_FORWARD) | (iteration >= 0)) & has_point
+        in_step = iteration >= 0
+        if graph is not None:
+            in_step = in_step & ~np.asarray(graph, dtype=bool)
+        fwd = (match_names(op_s, _OP_FORWARD) | in_step) & has_point
         phase[fwd] = "forward"
         bwd = (match_names(op_s, _OP_BACKWARD) | in_bwd) & has_point
         phase[bwd] = "backward"

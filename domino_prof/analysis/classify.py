@@ -23,6 +23,7 @@ import pandas as pd
 
 from domino_prof.analysis import intervals as iv
 from domino_prof.analysis.attribution import (
+    GRAPH_APIS,
     NO_OP,
     PHASES,
     Context,
@@ -249,7 +250,7 @@ def _classify_gpu(
 
     # --- launch join: (rank, correlation) -> the runtime/driver call -------------------
     j = join_on_correlation(
-        dev["rank"].to_numpy(), corr, ctx.calls, ["start", "dur", "pid", "tid", "name"]
+        dev["rank"].to_numpy(), corr, ctx.calls, ["start", "dur", "pid", "tid", "name", "api"]
     )
     has_launch = j["found"].to_numpy()
     l_ts = j["start"].fillna(-1).to_numpy(np.int64)
@@ -262,7 +263,12 @@ def _classify_gpu(
 
     counts.update(stream_overlap_counts(tuple_ids(rank, device, stream)[is_kernel],
                                         start[is_kernel], (start + dur)[is_kernel]))  # fmt: skip
-    op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch)
+    # a graph launch's kernels: the "inside a step" forward rule does not hold for them
+    graph = has_launch & j["api"].isin(GRAPH_APIS).to_numpy()
+    op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch, graph)
+    unnamed = graph & (op.codes == _code(op, NO_OP))
+    counts["n_graph_unnamed"] = int(unnamed.sum())
+    counts["n_graph_unnamed_comm"] = int((unnamed & (kind == "comm")).sum())
     frame = pd.DataFrame(
         {
             "rank": rank,
@@ -341,6 +347,12 @@ def step_counts(ctx: Context) -> dict[str, int]:
     return {"n_step_windows": len(st), "n_zero_steps": int(zero.sum())}
 
 
+def _code(cat: pd.Categorical, value: str) -> int:
+    """The code of ``value`` in ``cat`` (-2, matching no code, if absent)."""
+    cats = list(cat.categories)
+    return cats.index(value) if value in cats else -2
+
+
 def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
     """The classification notes of a trace from its counts (summed over ranks)."""
     c = counts
@@ -372,6 +384,16 @@ def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:
             "the trace claims (kernels moved between streams, an edited or merged trace); "
             "every figure takes the times as written",
             "stream_overlap",
+        ))  # fmt: skip
+    if c.get("n_graph_unnamed"):
+        notes.append(Note(
+            f"{c['n_graph_unnamed']} device intervals ({c.get('n_graph_unnamed_comm', 0)} of "
+            "them comm) were launched by CUDA graph launches that no op range holds (e.g. "
+            "one graph per step): op '(none)' and phase 'other', since one graph may hold "
+            "work of every phase; their iteration is their launch's step. Per-op and "
+            "per-phase figures need the graph launched inside named ranges (a graph per "
+            "segment)",
+            "graph_unattributed",
         ))  # fmt: skip
     if c.get("n_no_launch"):
         notes.append(

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from domino_prof.analysis.attribution import api_name, tuple_ids
+from domino_prof.analysis.attribution import GRAPH_APIS, api_name, tuple_ids
 from domino_prof.analysis.intervals import (
     grouped_difference,
     grouped_intersection,
@@ -60,7 +60,6 @@ COPY_LAUNCH_APIS: tuple[str, ...] = (
     "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemsetAsync", "hipMemsetD8Async",
     "hipMemsetD16Async", "hipMemsetD32Async",
 )  # fmt: skip
-GRAPH_APIS: tuple[str, ...] = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 # Copies/sets whose call returns only when the work is done: they are launches (the gap
 # before them is host-bound) but their call time is a wait, not launch overhead, so they
 # have no launch delay, add no launch CPU time and are never tiny.
