@@ -492,11 +492,14 @@ SECTIONS: list[dict] = [
         "where": "one H200, 2026-12-03; TP 8, seq 4096, CUDA graphs",
         "render": tune_rows,
         "args": {"runs": ["reports/emulated-h200-fidelity-2026-12-03/tune/tune.json",
-                          "reports/emulated-h200-2026-12-03b/tune-*/tune.json"]},
+                          "reports/emulated-h200-2026-12-03b/tune-*/tune.json",
+                          "reports/emulated-h200-2026-12-03c/tune-*/tune.json"]},
         "text": "Each row one candidate; tp is timed at its own settings in each sweep and its "
                 "best is the reference. The first sweep's carveout rows are of the carveout "
                 "before it took effect (cuBLAS ignored it); the later ones take the cuBLASLt "
-                "path (reference_model/carveout.py). Every collective is an emulated kernel.",
+                "path (reference_model/carveout.py). The last sweep (comm CTAs) ran with one "
+                "CUDA graph per step, the others with a graph per segment. Every collective "
+                "is an emulated kernel.",
     },
     {
         "title": "The schedules' own cost re-run: one H200, tp 1 (no collectives), 2026-12-03",
