@@ -483,8 +483,9 @@ SECTIONS: list[dict] = [
                  "and CUDA graphs (`--graph-scope step`)",
         "render": bench_schedule,
         "args": {"file": "reports/emulated-h200-2026-12-03c/bench_schedule_step_1.json"},
-        "text": "One of two runs; domino graphs / tp graphs 1.035 here, 1.034 in the other, "
-                "1.043 with a graph per segment in the same call "
+        "text": "One of seven runs; domino graphs / tp graphs 1.035 here, median 1.035 "
+                "[1.022, 1.036] over eight, 1.043 with a graph per segment in the same call; "
+                "tp eager / plain median 1.005 [0.994, 1.011] "
                 "(reports/emulated-h200-2026-12-03c/README.md).",
     },
     {

@@ -439,7 +439,8 @@ class RunConfig:
         (emulated, or none at tp 1), else a graph per segment (real NCCL at tp >= 2: its
         capture has not been run and checked yet; measured, reports/emulated-h200-
         2026-12-03c: the step graph took domino 84.3 -> 82.4 ms, tp 98.6 -> 96.9 ms at
-        the headline shape, and tp 1's domino graphs / tp graphs 1.037 -> 1.022)."""
+        the headline shape, and tp 1's domino graphs / tp graphs 1.043 -> 1.035, the
+        median of 8 runs). Without graphs it is segment (unused)."""
         real = self.comm == "nccl" and self.tp > 1
         if self.graph_scope == AUTO:
             return replace(self, graph_scope="step" if self.cuda_graphs and not real
