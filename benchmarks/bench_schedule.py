@@ -210,7 +210,7 @@ def bench_schedule(
         graphs=graphs,
         compile=compile,
         graph_inflight=GRAPH_INFLIGHT,
-        graph_scope=GRAPH_SCOPE if graphs else "segment",
+        graph_scope=GRAPH_SCOPE,
     )
     t0 = time.perf_counter()
     runner.step(inp, tgt)  # capture / compile / warm up outside the timing

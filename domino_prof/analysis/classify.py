@@ -266,7 +266,7 @@ def _classify_gpu(
     # a graph launch's kernels: the "inside a step" forward rule does not hold for them
     graph = has_launch & j["api"].isin(GRAPH_APIS).to_numpy()
     op, iteration, phase = ctx.attribute(rank, l_pid, l_tid, l_ts, has_launch, graph)
-    unnamed = graph & (op.codes == _code(op, NO_OP))
+    unnamed = graph & np.asarray(op == NO_OP)
     counts["n_graph_unnamed"] = int(unnamed.sum())
     counts["n_graph_unnamed_comm"] = int((unnamed & (kind == "comm")).sum())
     frame = pd.DataFrame(
@@ -345,12 +345,6 @@ def step_counts(ctx: Context) -> dict[str, int]:
     st = ctx.steps
     zero = st["end"].to_numpy(np.int64) <= st["start"].to_numpy(np.int64)
     return {"n_step_windows": len(st), "n_zero_steps": int(zero.sum())}
-
-
-def _code(cat: pd.Categorical, value: str) -> int:
-    """The code of ``value`` in ``cat`` (-2, matching no code, if absent)."""
-    cats = list(cat.categories)
-    return cats.index(value) if value in cats else -2
 
 
 def classify_notes(mode: str, counts: dict[str, int]) -> list[str]:

@@ -213,14 +213,7 @@ class SegmentExecutor:
             self.graph_store[_STEP_KEY] = (_EmulatedGraph(body, (out,)), out)
             self._graph_key = key
             return
-        cap = torch.cuda.Stream()
-        cap.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(cap):  # warm-up: lazy library init, the comm's plans
-            self._begin()
-            run(*step_in)
-        torch.cuda.current_stream().wait_stream(cap)
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        cap = self._warm_up(lambda: run(*step_in))  # also the comm's plans
         g = torch.cuda.CUDAGraph()
         with torch.cuda.stream(cap):
             # thread_local: another thread's CUDA calls (c10d's watchdog) stay legal
@@ -247,20 +240,27 @@ class SegmentExecutor:
             self._ev_n = 0
         self._open.clear()
 
+    def _warm_up(self, run):
+        """One eager step on a new stream (lazy library init), synchronized, the cache
+        emptied (its blocks cannot serve a graph's pool). Returns the stream, which the
+        capture then uses."""
+        cap = torch.cuda.Stream()
+        cap.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(cap):
+            self._begin()
+            run()
+        torch.cuda.current_stream().wait_stream(cap)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        return cap
+
     def _capture(self, run, key) -> None:
         """Warm up eagerly (lazy library init), then capture every segment in order."""
         self.graph_store.clear()
         self._statics.clear()
         self._bufs.clear()
         if self.cuda:
-            self._cap_stream = torch.cuda.Stream()
-            self._cap_stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self._cap_stream):
-                self._begin()
-                run()
-            torch.cuda.current_stream().wait_stream(self._cap_stream)
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()  # the warm-up's cached blocks cannot serve the pools
+            self._cap_stream = self._warm_up(run)
             self._pool = torch.cuda.graph_pool_handle()
             self._side_pool = torch.cuda.graph_pool_handle()
         self.mode = "capture"
@@ -462,7 +462,7 @@ class SegmentExecutor:
         if self._step_capture:  # held until waited for (module doc)
             if async_op:
                 held = args
-            elif side or self._on_side:  # waited already, but on the side stream
+            elif (side or self._on_side) and self.side is not None:  # waited on the side
                 self._held.append(args)
         p = Pending(key, w, held)
         if async_op:  # in flight until waited for (every mode: the capture pass too)

@@ -148,8 +148,7 @@ class StepRunner:
             return self.executor.step(key, self._run, tokens, targets)
 
     def _run(self, tokens, targets) -> torch.Tensor:
-        self._attach_grads()
-        self.model.tok_embeddings.weight.grad.zero_()
+        self.model.tok_embeddings.weight.grad.zero_()  # step() attached the buffers
         ops = (ShardedStep if self.sp else AllReduceStep)(
             self, tokens, targets, self._sizes(tokens.shape[0])
         )
