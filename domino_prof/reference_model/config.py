@@ -13,6 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, replace
 from domino_prof.errors import ConfigError
 from domino_prof.reference_model import modes
 from domino_prof.reference_model.carveout import SCOPES as CARVEOUT_SCOPES
+from domino_prof.reference_model.overlap_gemm import KINDS as OVERLAP_GEMMS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,6 +321,11 @@ class RunConfig:
                                      "the collectives (torch's experimental SM carveout, on "
                                      "the cuBLASLt path it needs; CUDA only); default: none.",
                                      )  # fmt: skip
+    # the GEMM kernels of the segments issued beside a collective (overlap_gemm.py)
+    overlap_gemm: str = _field("cublas", "--overlap-gemm", "GEMM kernels of the segments "
+                               "issued while an async collective is in flight: cublas "
+                               "(torch's) or triton (non-persistent tiles where measured "
+                               "faster beside it; CUDA, eager or --cuda-graphs).")  # fmt: skip
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
@@ -499,6 +505,15 @@ class RunConfig:
         if self.carveout_scope not in CARVEOUT_SCOPES:
             raise ConfigError(f"--carveout-scope must be {' or '.join(CARVEOUT_SCOPES)}, got "
                               f"{self.carveout_scope!r}")  # fmt: skip
+        if self.overlap_gemm not in OVERLAP_GEMMS:
+            raise ConfigError(f"--overlap-gemm must be {' or '.join(OVERLAP_GEMMS)}, got "
+                              f"{self.overlap_gemm!r}")  # fmt: skip
+        if self.overlap_gemm == "triton" and self.device != "cuda":
+            raise ConfigError("--overlap-gemm triton needs --device cuda (Triton GPU "
+                              "kernels)")  # fmt: skip
+        if self.overlap_gemm == "triton" and self.compile:
+            raise ConfigError("--overlap-gemm triton does not go with --compile (inductor "
+                              "picks the compiled segments' GEMMs); drop one of them")  # fmt: skip
         if self.comm_ctas is not None and self.comm_ctas < 1:
             raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")
         if self.high_priority_comm and self.device != "cuda":

@@ -127,6 +127,7 @@ class SegmentExecutor:
         record: bool = False,
         carveout=None,
         graph_scope: str = "segment",
+        overlap_gemm=None,
     ) -> None:
         if graph_scope not in GRAPH_SCOPES:
             raise ValueError(f"graph_scope {graph_scope!r} is not one of {GRAPH_SCOPES}")
@@ -137,6 +138,8 @@ class SegmentExecutor:
         # --sm-carveout (carveout.Carveout): told before each issued segment whether an
         # async collective is in flight (launched, not yet waited for: ``_open``)
         self.carveout = carveout
+        # --overlap-gemm (overlap_gemm.OverlapGemm): told the same, picks the GEMM kernels
+        self.overlap_gemm = overlap_gemm
         self._open: dict = {}
         self.cuda = device.type == "cuda"
         self.graph_inflight = graph_inflight
@@ -307,8 +310,11 @@ class SegmentExecutor:
             self.events.append(("run", key))
         side = side and self.side is not None
         mode = self.mode
-        if self.carveout is not None and mode != "replay":  # a replay's GEMMs are captured
-            self.carveout.segment(bool(self._open))
+        if mode != "replay":  # a replay's GEMMs are captured
+            if self.carveout is not None:
+                self.carveout.segment(bool(self._open))
+            if self.overlap_gemm is not None:
+                self.overlap_gemm.segment(bool(self._open))
         if mode == "replay":
             g, kept = self.graph_store[key]
             with self.side_ctx(side):

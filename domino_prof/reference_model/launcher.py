@@ -84,7 +84,8 @@ def check_torch_knobs(cfg: RunConfig) -> None:
     """The knobs this torch must offer, checked before any rank starts (one ConfigError
     line each): ``--comm-ctas`` needs NCCL's process-group config with ``min_ctas`` /
     ``max_ctas`` (real NCCL) or an ``EmulatedComm`` that takes ``ctas`` (emulated);
-    ``--sm-carveout`` needs ``torch._C._set_sm_carveout_experimental``."""
+    ``--sm-carveout`` needs ``torch._C._set_sm_carveout_experimental``; ``--overlap-gemm
+    triton`` needs Triton."""
     import inspect
 
     torch = import_torch()
@@ -106,6 +107,14 @@ def check_torch_knobs(cfg: RunConfig) -> None:
                 f"--comm-ctas: torch {torch.__version__} offers no NCCL process-group "
                 "config with min_ctas / max_ctas; drop --comm-ctas or use a CUDA build "
                 "of torch >= 2.2"
+            )
+    if getattr(cfg, "overlap_gemm", "cublas") == "triton":
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            raise ConfigError(
+                f"--overlap-gemm triton: no Triton next to torch {torch.__version__} (torch's "
+                "CUDA wheels bring it; else pip install triton); or drop --overlap-gemm"
             )
     if cfg.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):
         raise ConfigError(

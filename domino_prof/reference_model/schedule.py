@@ -33,6 +33,7 @@ from domino_prof.reference_model.config import default_profile
 from domino_prof.reference_model.executor import SegmentExecutor
 from domino_prof.reference_model.layers import Embedding, units_of
 from domino_prof.reference_model.model import Transformer, rope_tables
+from domino_prof.reference_model.overlap_gemm import overlap_gemm_of
 from domino_prof.reference_model.parallel import shard_model
 from domino_prof.reference_model.sp_step import ShardedStep
 from domino_prof.reference_model.tp_step import AllReduceStep
@@ -75,6 +76,7 @@ class StepRunner:
         record: bool = False,
         carveout=None,
         graph_scope: str = "segment",
+        overlap_gemm=None,
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -107,6 +109,7 @@ class StepRunner:
             record=record,
             carveout=carveout,  # --sm-carveout: carveout.Carveout, told per segment
             graph_scope=graph_scope,  # --graph-scope: a graph per segment, or per step
+            overlap_gemm=overlap_gemm,  # --overlap-gemm: overlap_gemm.OverlapGemm, per segment
         )
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
@@ -229,4 +232,5 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         graph_inflight=graph_inflight,
         carveout=carveout_of(cfg, device),
         graph_scope=getattr(cfg, "graph_scope", "segment"),
+        overlap_gemm=overlap_gemm_of(cfg, device),
     )

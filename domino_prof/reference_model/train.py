@@ -161,6 +161,16 @@ def _carveout_record(runner) -> dict | None:
             "blas": "cublaslt"}  # fmt: skip
 
 
+def _overlap_gemm_record(runner) -> dict | None:
+    """run.json's word on --overlap-gemm triton for a mode: the share of the issued
+    segments (eager, or captured) that ran the Triton tiles (tp: 0, nothing in flight)."""
+    g = getattr(getattr(runner, "executor", None), "overlap_gemm", None)
+    if g is None:
+        return None
+    on, n = g.counts
+    return {"kind": "triton", "segments_on": on, "segments": n}
+
+
 class ModeRun:
     """One mode's model, optimizer and data, and what its steps measured: warm-up, then
     timed blocks (called by the worker in its order), then the profiled steps."""
@@ -283,6 +293,7 @@ class ModeRun:
             "losses": [x if math.isfinite(x) else None for x in self.losses],
             "numerics": _numerics(cfg, self.mode),
             "carveout": _carveout_record(self.runner),
+            "overlap_gemm": _overlap_gemm_record(self.runner),
         }
 
 

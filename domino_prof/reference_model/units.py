@@ -82,11 +82,35 @@ def _acc(grad: torch.Tensor, value: torch.Tensor, first: bool) -> None:
         grad.add_(value)
 
 
+# --overlap-gemm: the GEMM the segments issued beside a collective use (overlap_gemm.py
+# sets it per segment, like --sm-carveout's torch knobs); None: torch's for every GEMM.
+# A callable (a, b, out, accumulate) -> the result, or None where torch's is to be used.
+_gemm_beside = None
+
+
+def set_gemm_beside(fn) -> None:
+    """The GEMM of the segments issued from now on (None: torch's). Process-wide."""
+    global _gemm_beside
+    _gemm_beside = fn
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b (into ``out`` when given) with the GEMM in force (set_gemm_beside)."""
+    f = _gemm_beside
+    if f is not None:
+        r = f(a, b, out, False)
+        if r is not None:
+            return r
+    return a @ b if out is None else torch.mm(a, b, out=out)
+
+
 def _acc_mm(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool) -> None:
     """grad (=|+=) a @ b in one GEMM."""
     if first:
-        torch.mm(a, b, out=grad)
-    else:
+        _mm(a, b, out=grad)
+        return
+    f = _gemm_beside
+    if f is None or f(a, b, grad, True) is None:
         grad.addmm_(a, b)
 
 
@@ -287,7 +311,7 @@ def attn_fwd(n, wqkv, wo, rope, b: int, dims: Dims, o2_out=None):
     """
     Hl, Kl = dims.heads, dims.kv_heads
     S = n.shape[0] // b
-    qkv = n @ wqkv.t()  # [T, (Hl + 2Kl)·D]  column-parallel
+    qkv = _mm(n, wqkv.t())  # [T, (Hl + 2Kl)·D]  column-parallel
     qkv4 = _tokens_to_bshd(qkv, b, S, dims)  # [b, S, Hl + 2Kl, D]
     qk = rope_rotate(qkv4[:, :, : Hl + Kl], rope)  # [b, S, Hl + Kl, D]: q and k, rotated
     q = qk[:, :, :Hl].transpose(1, 2)  # [b, Hl, S, D]
@@ -298,7 +322,7 @@ def attn_fwd(n, wqkv, wo, rope, b: int, dims: Dims, o2_out=None):
     if o2_out is not None:
         o2 = o2_out.copy_(o2)
     # [T, d]  row-parallel: partial over ranks (wo None: the column split's chunks)
-    a = None if wo is None else o2 @ wo.t()
+    a = None if wo is None else _mm(o2, wo.t())
     return a, (q, k, v, o, o2) + tuple(ctx)
 
 
@@ -310,7 +334,7 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     q, k, v, o, o2 = saved[:5]
     ctx = saved[5:]
     S = da.shape[0] // b
-    do2 = da @ wo  # [T, Hl·D]
+    do2 = _mm(da, wo)  # [T, Hl·D]
     do = _tokens_to_bshd(do2, b, S, dims).transpose(1, 2)  # [b, Hl, S, D]
     dq, dk, dv = sdpa_bwd(do, q, k, v, o, ctx)
     dqk = torch.cat([dq, dk], 1).transpose(1, 2)  # [b, S, Hl + Kl, D]
@@ -319,7 +343,7 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     dqkv = _bshd_to_tokens(dqkv, dims)  # [T, (Hl + 2Kl)·D]
     if dqkv_out is not None:
         dqkv = dqkv_out.copy_(dqkv)
-    dn = None if wqkv is None else dqkv @ wqkv  # [T, d]  partial over ranks
+    dn = None if wqkv is None else _mm(dqkv, wqkv)  # [T, d]  partial over ranks
     return dn, dqkv, o2
 
 
@@ -337,11 +361,11 @@ def mlp_fwd(n, w13, w2, dims: Dims, p_out=None):
     Returns (a [T, d] partial over ranks, saved). ``p_out`` [T, Fl]: where to keep w2's
     input (saved for the weight gradient)."""
     F = dims.ffn
-    gu = n @ w13.t()  # [T, 2Fl]  column-parallel
+    gu = _mm(n, w13.t())  # [T, 2Fl]  column-parallel
     g, u = gu[:, :F], gu[:, F:]
     s = torch.nn.functional.silu(g)  # [T, Fl]
     p = s * u if p_out is None else torch.mul(s, u, out=p_out)  # [T, Fl]
-    a = None if w2 is None else p @ w2.t()  # [T, d]  row-parallel: partial over ranks
+    a = None if w2 is None else _mm(p, w2.t())  # [T, d]  row-parallel: partial over ranks
     return a, (gu, s, p)
 
 
@@ -351,7 +375,7 @@ def mlp_dgrad(da, saved, w13, w2, dims: Dims, dgu_out=None):
     gu, s, p = saved
     F = dims.ffn
     g, u = gu[:, :F], gu[:, F:]
-    dp = da @ w2  # [T, Fl]
+    dp = _mm(da, w2)  # [T, Fl]
     if torch.compiler.is_compiling():  # one fused kernel; dynamo takes no strided out=
         dgu = torch.cat([torch.ops.aten.silu_backward(dp * u, g), dp * s], -1)
         if dgu_out is not None:
@@ -360,7 +384,7 @@ def mlp_dgrad(da, saved, w13, w2, dims: Dims, dgu_out=None):
         dgu = torch.empty_like(gu) if dgu_out is None else dgu_out  # [T, 2Fl]
         torch.ops.aten.silu_backward(dp * u, g, grad_input=dgu[:, :F])  # d gate
         torch.mul(dp, s, out=dgu[:, F:])  # d up
-    dn = None if w13 is None else dgu @ w13  # [T, d]  partial over ranks
+    dn = None if w13 is None else _mm(dgu, w13)  # [T, d]  partial over ranks
     return dn, dgu, p
 
 
@@ -377,7 +401,7 @@ def mlp_wgrad(da, dgu, p, n, w13_grad, w2_grad, first: bool) -> None:
 
 def head_logits(n, w_out):
     """n: [T, d] -> (logits [T, Vl] fp32, row max [T] (to all-reduce with MAX))."""
-    logits = (n @ w_out.t()).float()  # [T, Vl]
+    logits = _mm(n, w_out.t()).float()  # [T, Vl]
     return logits, logits.amax(-1)
 
 
@@ -408,7 +432,7 @@ def head_dgrad(e, r, idx, in_shard, w_out, denom: float, dl_out=None, with_dn: b
     e.mul_(r[:, None])  # softmax / denom
     e.scatter_add_(1, idx[:, None], (in_shard.to(e.dtype) * (-1.0 / denom))[:, None])
     dl = e.to(w_out.dtype) if dl_out is None else dl_out.copy_(e)  # [T, Vl]
-    return (dl @ w_out if with_dn else None), dl
+    return (_mm(dl, w_out) if with_dn else None), dl
 
 
 # --- Domino's column split: a GEMM's output columns in K chunks -----------------------
@@ -428,7 +452,7 @@ def chunk_mm(x: torch.Tensor, w: torch.Tensor, buf: torch.Tensor, k: int) -> tor
     GEMM into its contiguous slot. Forward: w = w_out.t() (row-parallel output); backward:
     w = w_in (the column-parallel input gradient) or the LM head's weight."""
     c = buf.shape[-1]
-    return torch.mm(x, w[:, k * c : (k + 1) * c], out=buf[k])
+    return _mm(x, w[:, k * c : (k + 1) * c], out=buf[k])
 
 
 def residual_add(h: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
