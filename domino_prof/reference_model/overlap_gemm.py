@@ -13,7 +13,7 @@ capture); not with ``--compile``, where inductor owns the GEMMs (the config refu
 
 from __future__ import annotations
 
-KINDS = ("cublas", "triton")
+from domino_prof.reference_model.config import OVERLAP_GEMMS as KINDS  # noqa: F401
 
 
 class OverlapGemm:
