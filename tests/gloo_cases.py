@@ -7,7 +7,9 @@ process start, ``import torch`` and, on the first model build, the import of
 torch._dynamo (``torch.device`` as a context manager routes ``nn.init`` through
 torch._refs, whose wrapper imports the compiler: ~5 s of CPU per rank), then a
 rendezvous and a clean shutdown. Seven jobs (five of 2 ranks, two of 4) took ~150 s
-of the suite on 2 cores; two jobs do the same cases.
+of the suite on 2 cores; two jobs do the same cases. The ranks are forked from a
+forkserver that imported torch, torch._dynamo and the reference model once
+(tests/gloo_job.py ``start_ranks``), not spawned each to import them again.
 
 Every case builds its own model, runner, optimizer and batch from its own seeds, so
 running them one after another in one process gives what a process per case gave
@@ -23,8 +25,7 @@ import socket
 import torch
 import torch.distributed as dist
 import torch.distributed.nn  # noqa: F401  before init_process_group: see tests/gloo_job.py
-import torch.multiprocessing as mp
-from gloo_job import clean_shutdown
+from gloo_job import clean_shutdown, rank_queue, start_ranks
 
 _cache: dict[int, dict] = {}
 
@@ -152,12 +153,14 @@ def _worker(rank: int, world: int, port: int, q) -> None:
         "sp": _compare_cases(cfg, 6, SP_CASES),  # 6: divisible by 2 and 3
     }
     if world == 2:  # the 2-rank-only tests
-        out["losses"] = _losses(  # test_reference_model.test_twenty_optimizer_steps_...
-            (("domino", "domino", 2), ("tp", "tp", 1), ("ref", None, 1))
-        )
-        out["sp_losses"] = _losses(  # test_schedules.test_sp_twenty_optimizer_steps_match_tp
-            (("tp", "tp", 1), ("sp", "sp", 1), ("domino-sp", "domino-sp", 2))
-        )
+        # the 20-step trainings; tp's (the same run for both tests: same schedule,
+        # splits, steps, batch and seeds) is trained once
+        runs = _losses((("domino", "domino", 2), ("tp", "tp", 1), ("ref", None, 1),
+                        ("sp", "sp", 1), ("domino-sp", "domino-sp", 2)))  # fmt: skip
+        # test_reference_model.test_twenty_optimizer_steps_...
+        out["losses"] = {k: runs[k] for k in ("domino", "tp", "ref")}
+        # test_schedules.test_sp_twenty_optimizer_steps_match_tp
+        out["sp_losses"] = {k: runs[k] for k in ("tp", "sp", "domino-sp")}
         out["norm_rows"] = _norm_rows()
         out["splits"] = _compare_cases(cfg, 4, SPLIT_CASES)  # 4: 3 + 1, 1 + 2 + 1
     q.put((rank, out))
@@ -168,10 +171,7 @@ def results(world: int) -> dict:
     """{rank: {"grad" | "sp" | "losses" | "sp_losses" | "norm_rows" | "splits": ...}} of the
     one job of ``world`` gloo ranks (run on first use, then cached for the session)."""
     if world not in _cache:
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        mp.start_processes(
-            _worker, args=(world, _port(), q), nprocs=world, join=True, start_method="spawn"
-        )
+        q = rank_queue()
+        start_ranks(_worker, world, world, _port(), q)  # forked from the preloaded forkserver
         _cache[world] = dict(q.get() for _ in range(world))
     return _cache[world]

@@ -32,6 +32,21 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     return GD.build_inputs(tmp_path_factory.mktemp("golden-inputs"))
 
 
+@pytest.fixture(scope="module")
+def whole_docs(inputs):
+    """name -> ``GD.document(inputs[name], name, workers=1)``, today's whole-file decode
+    of an input (the defaults: no patched chunking), made once for the module: both
+    tests below compare against it."""
+    docs: dict[str, bytes] = {}
+
+    def get(name: str) -> bytes:
+        if name not in docs:
+            docs[name] = GD.document(inputs[name], name, workers=1)
+        return docs[name]
+
+    return get
+
+
 def _diff(got: bytes, want: bytes) -> str:
     g, w = got.decode().splitlines(), want.decode().splitlines()
     for a, b in zip(g, w):
@@ -73,20 +88,20 @@ def test_the_golden_set_is_complete():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_documents_are_those_of_the_code_before(name, inputs):
+def test_documents_are_those_of_the_code_before(name, whole_docs):
     want = (GOLDEN / f"{name}.json").read_bytes()
-    got = GD.document(inputs[name], name, workers=1)
+    got = whole_docs(name)
     assert _numbers(got) == _numbers(want), _diff(got, want)
 
 
 @pytest.mark.parametrize("name", ["tiled-2x4", "kernel-heavy-30k", "h200-domino"])
-def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, monkeypatch):
+def test_chunked_and_parallel_decodes_give_the_same_bytes(name, inputs, whole_docs, monkeypatch):
     """Every file decoded in many small chunks, on two processes per file."""
     from domino_prof.trace import chunked, parse
 
     want = (GOLDEN / f"{name}.json").read_bytes()
     path = inputs[name]
-    whole = GD.document(path, name, workers=1)  # today's whole-file decode
+    whole = whole_docs(name)  # today's whole-file decode (before the patches below)
     monkeypatch.setattr(parse, "_STREAM_BYTES", 1)
     monkeypatch.setattr(chunked, "_CHUNK_TARGET", 64 * 1024)
     if name == "tiled-2x4":  # one file alone: its chunks over 2 forked workers

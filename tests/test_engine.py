@@ -44,9 +44,30 @@ def one_pass(path: Path, **kw) -> bytes:
     return encode(analyze(load_trace(path, **kw), CFG).to_json())
 
 
-def test_pool_gives_the_one_pass_document(four_ranks):
-    want = one_pass(four_ranks)
-    a = analyse_path(four_ranks, CFG, workers=2, keep_intervals=False)
+@pytest.fixture(scope="module")
+def four_ranks_one_pass(four_ranks):
+    """``engine.analyze`` of ``four_ranks`` loaded whole, once for the module's tests that
+    compare against it (each had made its own: the same Analysis of the same files)."""
+    return analyze(load_trace(four_ranks), CFG)
+
+
+@pytest.fixture(scope="module")
+def four_ranks_doc(four_ranks_one_pass) -> bytes:
+    """``one_pass(four_ranks)``: the document every way of analysing the four ranks must
+    give, byte for byte."""
+    return encode(four_ranks_one_pass.to_json())
+
+
+@pytest.fixture(scope="module")
+def four_ranks_pool(four_ranks):
+    """``analyse_path`` of the four ranks on the local pool (2 processes), once: the
+    pool's own test and the Dask test (its local reference) both read it."""
+    return analyse_path(four_ranks, CFG, workers=2, keep_intervals=False)
+
+
+def test_pool_gives_the_one_pass_document(four_ranks_pool, four_ranks_doc):
+    want = four_ranks_doc
+    a = four_ranks_pool
     assert a.intervals is None  # only the per-rank results crossed
     assert encode(a.to_json()) == want
     doc = json.loads(want)
@@ -110,11 +131,11 @@ def cluster():
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_dask_gives_the_local_document(cluster, four_ranks):
-    local = analyse_path(four_ranks, CFG, workers=2, keep_intervals=False)
+def test_dask_gives_the_local_document(cluster, four_ranks, four_ranks_pool, four_ranks_doc):
+    local = four_ranks_pool
     on_dask = analyse_path(four_ranks, CFG, scheduler=cluster.scheduler_address,
                            keep_intervals=False)  # fmt: skip
-    assert encode(on_dask.to_json()) == encode(local.to_json()) == one_pass(four_ranks)
+    assert encode(on_dask.to_json()) == encode(local.to_json()) == four_ranks_doc
     assert on_dask.overheads.across_ranks.computed
 
 
@@ -138,12 +159,12 @@ def test_dask_names_a_bad_rank_file(cluster, four_ranks, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_cli_scheduler_local(four_ranks):
+def test_cli_scheduler_local(four_ranks, four_ranks_doc):
     pytest.importorskip("distributed")
     runner = CliRunner()
     r = runner.invoke(app, ["analyze", str(four_ranks), "--scheduler", "local", "-o", "-"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == json.loads(one_pass(four_ranks))
+    assert json.loads(r.stdout) == json.loads(four_ranks_doc)
 
 
 @pytest.mark.parametrize("address", ["bogus", "tcp://127.0.0.1:1"])
@@ -165,8 +186,8 @@ def test_a_scheduler_that_cannot_be_reached_is_one_line(address, four_ranks):
 
 
 # --------------------------------------------------------------------------- document
-def test_document_v2_is_json_and_reads_as_frames(four_ranks):
-    a = analyze(load_trace(four_ranks), CFG)
+def test_document_v2_is_json_and_reads_as_frames(four_ranks_one_pass):
+    a = four_ranks_one_pass
     doc = json.loads(encode(a.to_json()))  # the stdlib reads msgspec's output
     assert doc == json.loads(json.dumps(a.to_json(), allow_nan=False))
     assert read_document(doc)["version"] == 2

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gloo_job import run_job
+from gloo_job import run_ranks
 
 from domino_prof.engine import analyze
 from domino_prof.trace import load_trace
@@ -27,8 +27,7 @@ pytestmark = pytest.mark.slow
 
 JOB = textwrap.dedent(
     """
-    import os, sys
-    import torch, torch.distributed as dist, torch.multiprocessing as mp
+    import torch, torch.distributed as dist
     from torch.profiler import profile, schedule, ProfilerActivity, record_function
 
     def worker(rank, world, out):
@@ -59,9 +58,6 @@ JOB = textwrap.dedent(
                 opt.zero_grad()
                 p.step()
         clean_shutdown()
-
-    if __name__ == "__main__":
-        mp.spawn(worker, args=(2, sys.argv[1]), nprocs=2)
     """
 )
 
@@ -73,7 +69,7 @@ def gloo_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("gloo")
     out = d / "traces"
     out.mkdir()
-    run_job(d / "job.py", JOB, str(out))
+    run_ranks(JOB, "worker", 2, 2, str(out))  # worker(rank, world, out) on 2 ranks
     (out / "store").unlink(missing_ok=True)
     return out
 

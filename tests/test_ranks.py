@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from gloo_job import run_job
+from gloo_job import run_ranks
 from test_switches import load
 from tracegen import TraceBuilder
 
@@ -199,8 +199,8 @@ def test_order_matching_is_per_iteration(tmp_path):
 
 # ---- a real 2-process gloo trace with a deliberately late rank ------------------------
 LATE_JOB = """
-import os, sys, time
-import torch, torch.distributed as dist, torch.multiprocessing as mp
+import time
+import torch, torch.distributed as dist
 from torch.profiler import profile, schedule, ProfilerActivity, record_function
 
 def worker(rank, world, out):
@@ -218,9 +218,6 @@ def worker(rank, world, out):
                 dist.all_reduce(torch.ones(1 << 16))
             p.step()
     clean_shutdown()
-
-if __name__ == "__main__":
-    mp.spawn(worker, args=(2, sys.argv[1]), nprocs=2)
 """
 
 
@@ -234,7 +231,7 @@ def test_real_gloo_late_rank(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "traces"
     out.mkdir()
-    run_job(tmp_path / "job.py", LATE_JOB, str(out))
+    run_ranks(LATE_JOB, "worker", 2, 2, str(out))  # worker(rank, world, out) on 2 ranks
     (out / "store").unlink(missing_ok=True)
 
     # launching op -> its gloo event; barriers are collectives too

@@ -15,8 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as dist
 import torch.distributed.nn  # noqa: F811  before init_process_group: see tests/gloo_job.py
-import torch.multiprocessing as mp
-from gloo_job import clean_shutdown
+from gloo_job import clean_shutdown, rank_queue, start_ranks
 
 from domino_prof.reference_model.config import RunConfig, tiny
 
@@ -117,9 +116,8 @@ def _worker(rank: int, world: int, port: int, q) -> None:
 
 
 def test_domino_fwd_matches_unsharded_model_and_runs_in_declared_order():
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    mp.start_processes(_worker, args=(2, _port(), q), nprocs=2, join=True, start_method="spawn")
+    q = rank_queue()
+    start_ranks(_worker, 2, 2, _port(), q)  # forked from the preloaded forkserver (gloo_job)
     res = dict(q.get() for _ in range(2))
     want = declared_events(2, tiny().n_layers)
     assert len(want) == 63  # hand-counted: fwd 2 + 22 + 12, bwd 4 + 4·5 + 3

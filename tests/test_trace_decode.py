@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from gloo_job import run_job
+from gloo_job import run_ranks
 from trace_checks import (
     BASE,
     REPO,
@@ -323,8 +323,8 @@ def test_real_h200_nccl_traces_match_stdlib_json():
 
 
 GLOO_SCRIPT = """
-import os, sys
-import torch, torch.distributed as dist, torch.multiprocessing as mp
+import os
+import torch, torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 def work(rank, out):
@@ -341,17 +341,14 @@ def work(rank, out):
                 dist.all_reduce(y)
             prof.step()
     clean_shutdown()
-
-if __name__ == "__main__":
-    os.makedirs(os.path.join(sys.argv[1], "traces"), exist_ok=True)
-    mp.spawn(work, args=(sys.argv[1],), nprocs=2)
 """
 
 
 @pytest.mark.slow
 def test_real_gloo_trace(tmp_path):
     pytest.importorskip("torch")
-    run_job(tmp_path / "gen.py", GLOO_SCRIPT, str(tmp_path))
+    (tmp_path / "traces").mkdir()
+    run_ranks(GLOO_SCRIPT, "work", 2, str(tmp_path))  # work(rank, out) on 2 ranks
     t = load_trace(tmp_path / "traces")
     assert_schema(t.events)
     assert t.rank_ids == [0, 1]
