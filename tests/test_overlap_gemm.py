@@ -16,7 +16,7 @@ from domino_prof.reference_model.config import RunConfig, tiny
 from domino_prof.reference_model.overlap_gemm import OverlapGemm, overlap_gemm_of
 
 
-def _step(schedule: str, splits: int, gemm):
+def _step(schedule: str, splits: int, gemm, covered: bool = False, expected_ns=None):
     from domino_prof.reference_model.comm import SkipComm
     from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.schedule import StepRunner
@@ -25,8 +25,10 @@ def _step(schedule: str, splits: int, gemm):
     cfg = tiny()
     inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
     comm = SkipComm(2, 1)
+    if expected_ns is not None:  # the collectives' expected time, as an emulator says
+        comm.expected_ns = lambda collective, *args: expected_ns
     model = shard_model(cfg, comm, seed=1)
-    sw = OverlapGemm(gemm=gemm) if gemm is not None else None
+    sw = OverlapGemm(gemm=gemm, covered=covered) if gemm is not None else None
     runner = StepRunner(model, comm, schedule=schedule, splits=splits, overlap_gemm=sw)
     try:
         runner.step(inp, tgt)
@@ -97,5 +99,67 @@ def test_config_refusals():
                                       torch.device("cuda")), OverlapGemm)  # fmt: skip
     with pytest.raises(ConfigError, match="needs --device cuda"):
         RunConfig.check_options(device="cpu", overlap_gemm="triton")
-    with pytest.raises(ConfigError, match="cublas or triton"):
+    assert overlap_gemm_of(SimpleNamespace(overlap_gemm="triton-covered"),
+                           torch.device("cuda")).covered  # fmt: skip
+    with pytest.raises(ConfigError, match="one of cublas, triton, triton-covered"):
         RunConfig.check_options(device="cpu", overlap_gemm="cutlass")
+    with pytest.raises(ConfigError, match="triton-covered needs --device cuda"):
+        RunConfig.check_options(device="cpu", overlap_gemm="triton-covered")
+
+
+# ---- triton-covered: the collectives' expected time, spent by the GEMMs ---------------
+def test_covered_spends_the_expected_time_in_launch_order():
+    """Hand-worked: at 2e9 FLOP/s a GEMM (M x K) @ (K x N) is expected to take M·K·N ns.
+    Collective 1 covers 1000 ns: a 600-ns GEMM is tiled (1000 >= 300) and leaves 400; the
+    next 600-ns GEMM is tiled (400 >= 300) and leaves 0 (its other 200 ns are not
+    covered); the third finds nothing left: cuBLAS (None), and so does the next segment.
+    Then collective 2 (500 ns) and 3 (unknown): 2's time is spent first; a 900-ns GEMM
+    leaves 2 at 0 and 3 still covering (unknown = until waited for)."""
+    log, fake = [], FakeGemm()
+    sw = OverlapGemm(gemm=fake, setter=log.append, covered=True, flops=2e9)
+    a, b = torch.ones(2, 3), torch.ones(3, 100)  # 2·3·100 = 600 ns
+    sw.launched(1, 1000)
+    sw.segment(True)
+    g = log[-1]
+    assert g is not None and sw.cover() == 1000
+    assert g(a, b, None, False) is not None and sw.cover() == 400
+    assert g(a, b, None, False) is not None and sw.cover() == 0
+    assert g(a, b, None, False) is None and sw.cover() == 0
+    assert len(fake.calls) == 2 and (sw.tiled, sw.seen) == (2, 2)
+    sw.segment(True)  # still open, nothing left: cuBLAS
+    assert log[-1] is None and sw.counts == (1, 2)
+    sw.waited(1)
+    sw.launched(2, 500)
+    sw.launched(3, None)
+    sw.segment(True)
+    assert log[-1] is not None and sw.cover() == float("inf")
+    log[-1](torch.ones(3, 3), torch.ones(3, 100), None, False)  # 900 ns
+    assert sw._left == {2: 0.0, 3: None}
+    sw.waited(3)
+    assert sw.cover() == 0
+    sw.reset()
+    assert sw._left == {}
+    half = OverlapGemm(gemm=fake, setter=log.append, covered=True, flops=2e9)
+    half.launched(1, 299)  # under half of a 600-ns GEMM: cuBLAS, the time still spent
+    half.segment(True)
+    assert log[-1](a, b, None, False) is None and half.cover() == 0
+
+
+def test_covered_step_nothing_when_nothing_runs_everything_when_all_is_covered():
+    """Domino on 2 ranks' shard, tiny, with the skip comm: it says its collectives take
+    0 ns, so triton-covered tiles nothing; a comm whose collectives take far longer than
+    any GEMM gives exactly ``triton``'s GEMMs. The gradients equal torch's throughout."""
+    _, ref = _step("domino", 2, None)
+    none = FakeGemm()
+    sw0, g0 = _step("domino", 2, none, covered=True)
+    assert none.calls == [] and sw0.counts == (0, 28)
+    every, plain = FakeGemm(), FakeGemm()
+    sw1, g1 = _step("domino", 2, every, covered=True, expected_ns=10**15)
+    _step("domino", 2, plain)
+    assert every.calls == plain.calls and sw1.counts == (20, 28)
+    assert sw1.tiled == sw1.seen == len(plain.calls)
+    for grads in (g0, g1):
+        for g, r in zip(grads, ref):
+            if r is not None:
+                torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
+    assert units._gemm_beside is None

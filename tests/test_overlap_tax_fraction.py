@@ -280,6 +280,21 @@ def test_limits_measures_every_part_with_domino_nocomm():
     assert "the split's own cost 6.00 ms" in d["text"]
     assert "residual 0.50 ms (the parts add up" in d["text"]
     assert "Comm stretched by compute: 0.70 ms per step" in d["text"]
+    assert d["tax_unmatched_ms"] == 0.0 and "classes both run only" not in d["text"]
+    # a kernel class domino runs and domino-nocomm does not (a tile only beside comm):
+    # 2 runs, 1 ms; U(domino) - U(domino-nocomm) = 1 - 0 > 0.6 (5% of 12): named
+    c = _tax_json(4, 10_000_000, 2, 4_000_000, 1.5)["classes"]
+    tiled = {"keys": c["keys"] + ["tile @ fwd.layer_mlp_N_batch_N"], "rank": [0, 0],
+             "key": [0, 1], "n": [4, 2], "sum_ns": [10_000_000, 1_000_000],
+             "n_alone": [2, 0], "alone_ns": [4_000_000, 0],
+             "alone_median_ns": [2_000_000, None], "f_sum": [1.5, 2.0]}  # fmt: skip
+    dt = _analysis(112.0, 3.0, {**_tax_json(4, 10_000_000, 2, 4_000_000, 1.5),
+                                "classes": tiled}, idle_ms=4.0)  # fmt: skip
+    d = limits(RUN, {"domino": dt, "nocomm": noc, "domino-nocomm": dnc})
+    assert d["overlap_tax_ms"] == pytest.approx(2.0)  # the matched class only, as before
+    assert d["tax_unmatched_ms"] == pytest.approx(1.0)
+    assert ("over the kernel classes both run only: 1.00 ms per step more of domino's "
+            "compute than of domino-nocomm's is in classes the other does not run") in d["text"]
     # domino's step 1 ms longer: residual 1.5 > 0.65 (5% of 13): does not add up, shown
     d = limits(RUN, {"domino": {**dom, "totals": {**dom["totals"], "step_ms": 113.0}},
                      "nocomm": noc, "domino-nocomm": dnc})  # fmt: skip

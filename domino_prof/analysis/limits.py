@@ -116,6 +116,13 @@ def _step(a: Any) -> float | None:
     return None if v is None else float(v)
 
 
+def _unmatched_delta(ref: Mapping | None) -> float | None:
+    u = (ref or {}).get("unmatched_ms_per_step") or {}
+    if u.get("mode") is None or u.get("reference") is None:
+        return None
+    return u["mode"] - u["reference"]
+
+
 def _tax_doc(a: Any) -> Mapping:
     return _whatif(a).get("overlap_tax") or {}
 
@@ -195,6 +202,10 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "host_idle_ms": {mode: ha, split_mode: hs},
             "split_ms": split,
             "residual_ms": residual,
+            # compute in classes one of the two runs and the other does not (another
+            # kernel choice, e.g. --overlap-gemm triton-covered's tiles run only beside
+            # comm): U(mode) - U(ref), which the class-by-class tax cannot cover
+            "tax_unmatched_ms": _unmatched_delta(ref),
             "exposed_in_split_gaps_ms": in_gaps,
             # unknown while the tax is not measured (the residual holds it)
             "adds_up": None if tax is None else bool(abs(residual) <= ADDS_UP_SHARE * abs(gap)),
@@ -272,6 +283,12 @@ def limits_text(d: Mapping) -> str:
                      f"{split_mode}'s, class by class: "
                      f"{tax['tax_overlapped_ms_per_step']:.2f} under comm, "
                      f"{tax['tax_alone_ms_per_step']:.2f} alone)")  # fmt: skip
+        un = d.get("tax_unmatched_ms")
+        if un is not None and abs(un) > ADDS_UP_SHARE * abs(d["gap_ms"]):
+            parts[-1] += (f", over the kernel classes both run only: {abs(un):.2f} ms per "
+                          f"step {'more' if un > 0 else 'less'} of {mode}'s compute than of "
+                          f"{split_mode}'s is in classes the other does not run, which no "
+                          "part measures; the residual holds it")  # fmt: skip
     else:
         un = tax.get("unmeasured_ms_per_step")
         parts.append(f"overlap tax {d['overlap_tax_ms']:.2f} ms (compute slowed under comm, "

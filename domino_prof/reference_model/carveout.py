@@ -25,6 +25,13 @@ Scope (``--carveout-scope``):
 
 Under CUDA graphs the carveout of a segment is the one in force when it was captured
 (the kernel and its grid are in the graph); eager, when its GEMMs are issued.
+
+Measured (reports/emulated-h200-2026-12-03b): it does not pay, domino 84.2 -> 86.2 ms.
+That README's reasons "cuBLASLt's kernels are slower alone" and the half-M GEMM figures
+were host time of the events method; kernel timing (benchmarks/bench_carveout.py
+--timing kernel, reports/emulated-h200-2026-12-04) shows cuBLASLt and cuBLAS run the
+same kernels at the same speed alone. What costs beside the collective is that cuBLAS's
+persistent kernels run in clusters, which must fit in one GPC's free SMs (triton_mm.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from domino_prof.reference_model.carveout import SCOPES as CARVEOUT_SCOPES
 
 # --overlap-gemm's kinds (overlap_gemm.py; kept here: that module imports units, which
 # imports this one)
-OVERLAP_GEMMS = ("cublas", "triton")
+OVERLAP_GEMMS = ("cublas", "triton", "triton-covered")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,8 +327,10 @@ class RunConfig:
     # the GEMM kernels of the segments issued beside a collective (overlap_gemm.py)
     overlap_gemm: str = _field("cublas", "--overlap-gemm", "GEMM kernels of the segments "
                                "issued while an async collective is in flight: cublas "
-                               "(torch's) or triton (non-persistent tiles where measured "
-                               "faster beside it; CUDA, eager or --cuda-graphs).")  # fmt: skip
+                               "(torch's), triton (non-persistent tiles where measured "
+                               "faster beside it; CUDA, eager or --cuda-graphs) or "
+                               "triton-covered (those tiles only while the collective's "
+                               "expected time still covers the GEMM).")  # fmt: skip
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
@@ -509,14 +511,15 @@ class RunConfig:
             raise ConfigError(f"--carveout-scope must be {' or '.join(CARVEOUT_SCOPES)}, got "
                               f"{self.carveout_scope!r}")  # fmt: skip
         if self.overlap_gemm not in OVERLAP_GEMMS:
-            raise ConfigError(f"--overlap-gemm must be {' or '.join(OVERLAP_GEMMS)}, got "
+            raise ConfigError(f"--overlap-gemm must be one of {', '.join(OVERLAP_GEMMS)}, got "
                               f"{self.overlap_gemm!r}")  # fmt: skip
-        if self.overlap_gemm == "triton" and self.device != "cuda":
-            raise ConfigError("--overlap-gemm triton needs --device cuda (Triton GPU "
-                              "kernels)")  # fmt: skip
-        if self.overlap_gemm == "triton" and self.compile:
-            raise ConfigError("--overlap-gemm triton does not go with --compile (inductor "
-                              "picks the compiled segments' GEMMs); drop one of them")  # fmt: skip
+        if self.overlap_gemm != "cublas" and self.device != "cuda":
+            raise ConfigError(f"--overlap-gemm {self.overlap_gemm} needs --device cuda "
+                              "(Triton GPU kernels)")  # fmt: skip
+        if self.overlap_gemm != "cublas" and self.compile:
+            raise ConfigError(f"--overlap-gemm {self.overlap_gemm} does not go with "
+                              "--compile (inductor picks the compiled segments' GEMMs); "
+                              "drop one of them")  # fmt: skip
         if self.comm_ctas is not None and self.comm_ctas < 1:
             raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")
         if self.high_priority_comm and self.device != "cuda":

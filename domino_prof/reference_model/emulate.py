@@ -298,6 +298,15 @@ class EmulatedComm:
             raise ValueError(f"reduce_scatter t {tuple(t.shape)} != R x out {tuple(out.shape)}")
         return self._run("reduce_scatter", t, out, async_op)
 
+    def expected_ns(self, collective: str, *args: Any) -> int:
+        """How long the stand-in of ``collective`` on these tensors (the arguments of
+        all_reduce / all_gather / reduce_scatter) runs by the profile's time model
+        (--overlap-gemm triton-covered)."""
+        t, out = (args[0], args[0]) if collective == "all_reduce" else (args[1], args[0])
+        size = message_bytes(collective, numel_in=t.numel(), numel_out=out.numel(),
+                             elem_bytes=t.element_size())  # fmt: skip
+        return self._entry(collective, t).time_ns(size)
+
     # ------------------------------------------------------------------ the launch
     def _run(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
         if not (t.is_contiguous() and out.is_contiguous()):

@@ -242,6 +242,8 @@ class SegmentExecutor:
             self._main = self._streams.current()
             self._ev_n = 0
         self._open.clear()
+        if self.overlap_gemm is not None:
+            self.overlap_gemm.reset()
 
     def _warm_up(self, run):
         """One eager step on a new stream (lazy library init), synchronized, the cache
@@ -473,6 +475,9 @@ class SegmentExecutor:
         p = Pending(key, w, held)
         if async_op:  # in flight until waited for (every mode: the capture pass too)
             self._open[id(p)] = p
+            if self.overlap_gemm is not None:  # triton-covered: how long it covers
+                est = getattr(self.comm, "expected_ns", None)  # the real comm's, even
+                self.overlap_gemm.launched(id(p), est(collective, *args) if est else None)
         return p
 
     def mark(self, w=None):
@@ -499,6 +504,8 @@ class SegmentExecutor:
         if p is None:
             return
         self._open.pop(id(p), None)
+        if self.overlap_gemm is not None:
+            self.overlap_gemm.waited(id(p))
         if self.events is not None:
             self.events.append(("wait", p.key))
         if p.held and (side or self._on_side) and self.side is not None:

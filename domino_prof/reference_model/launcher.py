@@ -108,12 +108,12 @@ def check_torch_knobs(cfg: RunConfig) -> None:
                 "config with min_ctas / max_ctas; drop --comm-ctas or use a CUDA build "
                 "of torch >= 2.2"
             )
-    if getattr(cfg, "overlap_gemm", "cublas") == "triton":
+    if getattr(cfg, "overlap_gemm", "cublas") != "cublas":
         import importlib.util
 
         if importlib.util.find_spec("triton") is None:
             raise ConfigError(
-                f"--overlap-gemm triton: no Triton next to torch {torch.__version__} (torch's "
+                f"--overlap-gemm {cfg.overlap_gemm}: no Triton next to torch {torch.__version__} (torch's "
                 "CUDA wheels bring it; else pip install triton); or drop --overlap-gemm"
             )
     if cfg.sm_carveout is not None and not hasattr(torch._C, "_set_sm_carveout_experimental"):

@@ -162,13 +162,18 @@ def _carveout_record(runner) -> dict | None:
 
 
 def _overlap_gemm_record(runner) -> dict | None:
-    """run.json's word on --overlap-gemm triton for a mode: the share of the issued
-    segments (eager, or captured) that ran the Triton tiles (tp: 0, nothing in flight)."""
+    """run.json's word on --overlap-gemm for a mode: the share of the issued segments
+    (eager, or captured) that ran with the Triton tiles in force (tp: 0, nothing in
+    flight); triton-covered also: of the GEMMs issued while covered, how many took a
+    tile (the rest had no tile for their shape, or too little cover left)."""
     g = getattr(getattr(runner, "executor", None), "overlap_gemm", None)
     if g is None:
         return None
     on, n = g.counts
-    return {"kind": "triton", "segments_on": on, "segments": n}
+    if not g.covered:
+        return {"kind": "triton", "segments_on": on, "segments": n}
+    return {"kind": "triton-covered", "segments_on": on, "segments": n,
+            "gemms_tiled": g.tiled, "gemms_covered": g.seen}  # fmt: skip
 
 
 class ModeRun:
