@@ -176,7 +176,29 @@ def no_activity_error(trace: Trace) -> NoActivityError:
 
 
 _PTOP = re.compile(r"PtoP")
+# the driver's copy kernels (a CUDA graph's same-device copy node runs as one)
+_DRIVER_COPY = re.compile(r"^memcpy\d+$")
+EMULATED_KEY = "emulated"  # the emulator's family key (analysis/config.py COMM_FAMILIES)
 _DTOD = re.compile(r"DtoD|PtoP|Device\s*->\s*Device|DeviceToDevice", re.IGNORECASE)
+
+
+def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
+                            source: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Copies (same-device DtoD ``gpu_memcpy`` events, or driver copy kernels ``memcpyN``) on a
+    (rank, device, stream) that runs a kernel of the emulated comm family: the copy-engine
+    stand-in's data movement. All False in a trace with no emulated comm kernel."""
+    emu = source == EMULATED_KEY
+    if not emu.any():
+        return np.zeros(len(dev), dtype=bool)
+    cand = copy | (kernel & match_names(dev["name"], _DRIVER_COPY))
+    if not cand.any():
+        return cand
+    device = dev["device"].to_numpy(np.int64)
+    device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))
+    stream = dev["stream"].to_numpy(np.int64)
+    stream = np.where(stream >= 0, stream, dev["tid"].to_numpy(np.int64))
+    key = tuple_ids(dev["rank"].to_numpy(np.int64), device, stream)
+    return cand & np.isin(key, np.unique(key[emu]))
 
 
 def _family_of_names(names: pd.Series, config: AnalysisConfig) -> np.ndarray:
@@ -238,6 +260,13 @@ def _classify_gpu(
     if config.memcpy_as_comm:
         kind[dtod] = "comm"
         source[dtod] = DTOD_COPY.key
+    # the comm emulator's copy-engine stand-in (--comm-engine ce): its copies run between
+    # its own kernels on their stream, as same-device copies (eager) or the driver's
+    # memcpy kernels of a graph's copy nodes: comm of that stream (docs/METRICS.md)
+    emu_copy = _emulated_stream_copies(dev, dtod, is_kernel, source)
+    kind[emu_copy] = "comm"
+    source[emu_copy] = EMULATED_KEY
+    dtod &= ~emu_copy
 
     device = dev["device"].to_numpy(np.int64)
     device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))

@@ -158,6 +158,7 @@ def register(app: typer.Typer) -> None:
         compile: bool = _opt("compile"),
         high_priority_comm: bool = _opt("high_priority_comm"),
         comm_ctas: int = _opt("comm_ctas"),
+        comm_engine: str = _opt("comm_engine"),
         sm_carveout: int = _opt("sm_carveout"),
         carveout_scope: str = _opt("carveout_scope"),
         overlap_gemm: str = _opt("overlap_gemm"),
@@ -199,7 +200,7 @@ def register(app: typer.Typer) -> None:
             "comm_profile": comm_profile or "", "col_splits": col_splits,
             "split_sizes": parse_split_sizes(split_sizes), "comm_ctas": comm_ctas,
             "sm_carveout": sm_carveout, "carveout_scope": carveout_scope,
-            "overlap_gemm": overlap_gemm,
+            "overlap_gemm": overlap_gemm, "comm_engine": comm_engine,
         }  # fmt: skip
         # the flags first, before torch is imported (a mistake costs no torch start-up)
         cfg = RunConfig.check_options(device=device, **options)

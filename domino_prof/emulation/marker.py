@@ -36,15 +36,17 @@ def label(profile_name: str) -> str:
 
 
 def comm_marker(profile_name: str, *, ranks: int, rank: int = 0, kernel: str | None = None,
-                ctas: int | None = None) -> dict:  # fmt: skip
+                ctas: int | None = None, engine: str | None = None) -> dict:  # fmt: skip
     """The mark; ``kernel`` (the stand-in: paced | burst) and ``ctas`` (--comm-ctas) are
-    written when given."""
+    written when given, ``engine`` (--comm-engine) when it is not the default ``sm``."""
     m = {"comm": "emulated", "profile": profile_name, "ranks": ranks, "rank": rank,
          "label": label(profile_name)}  # fmt: skip
     if kernel is not None:
         m["kernel"] = kernel
     if ctas is not None:
         m["ctas"] = ctas
+    if engine not in (None, "sm"):
+        m["engine"] = engine
     return m
 
 

@@ -214,15 +214,15 @@ def _attr(func, attr: int) -> int:
     return v.value
 
 
-def _cubin(options: list[str]) -> bytes:
-    """SOURCE compiled by NVRTC to a CUBIN for the current device."""
+def _cubin(options: list[str], source: str = SOURCE) -> bytes:
+    """``source`` (SOURCE) compiled by NVRTC to a CUBIN for the current device."""
     import torch
 
     nv = _libnvrtc()
     major, minor = torch.cuda.get_device_capability()
     opts = [f"--gpu-architecture=sm_{major}{minor}", *options]
     prog = ctypes.c_void_p()
-    if nv.nvrtcCreateProgram(ctypes.byref(prog), SOURCE.encode(), b"paced.cu", 0, None, None):
+    if nv.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"paced.cu", 0, None, None):
         raise RuntimeError("nvrtcCreateProgram failed")
     try:
         arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
@@ -243,7 +243,7 @@ def _cubin(options: list[str]) -> bytes:
         nv.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def _cubin_nvcc(options: list[str]) -> bytes:
+def _cubin_nvcc(options: list[str], source: str = SOURCE) -> bytes:
     """The same CUBIN from ``nvcc`` (the fallback where NVRTC cannot be loaded)."""
     import shutil
     import subprocess
@@ -258,7 +258,7 @@ def _cubin_nvcc(options: list[str]) -> bytes:
     with tempfile.TemporaryDirectory() as d:
         src, out = f"{d}/paced.cu", f"{d}/paced.cubin"
         with open(src, "w") as f:
-            f.write(SOURCE)
+            f.write(source)
         r = subprocess.run([nvcc, "-cubin", f"-arch=sm_{major}{minor}", *options, src, "-o", out],
                            capture_output=True, text=True)  # fmt: skip
         if r.returncode:
@@ -267,18 +267,19 @@ def _cubin_nvcc(options: list[str]) -> bytes:
             return f.read()
 
 
-def _compile(name: str, *, threads: int, pad: int, max_regs: int | None) -> tuple[Any, Any]:
+def _compile(name: str, *, threads: int, pad: int, max_regs: int | None,
+             source: str = SOURCE) -> tuple[Any, Any]:  # fmt: skip
     import torch
 
     opts = [f"-DPAD={pad}", f"-DMAX_THREADS={threads}"]
     if max_regs:
         opts.append(f"--maxrregcount={max_regs}")
-    key = ("cubin", tuple(opts))
+    key = ("cubin", tuple(opts), hash(source))
     if key not in _LIBS:
         try:
-            _LIBS[key] = _cubin(opts)
+            _LIBS[key] = _cubin(opts, source)
         except (OSError, RuntimeError) as e:
-            _LIBS[key] = _cubin_nvcc(opts)
+            _LIBS[key] = _cubin_nvcc(opts, source)
             _LIBS.setdefault("nvrtc_error", str(e))
     cubin = _LIBS[key]
     torch.cuda.init()

@@ -151,7 +151,7 @@ class NoComm:
 
 def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0,
               emulate=None, device=None, high_priority: bool = False,
-              ctas: int | None = None) -> Comm:  # fmt: skip
+              ctas: int | None = None, engine: str = "sm") -> Comm:  # fmt: skip
     """The Comm a mode's ``comm`` choice names (``modes.Mode.comm``): ``"process-group"``
     or ``"skip"`` (R and rank of the process group, or ``size`` / ``rank`` if given).
 
@@ -159,7 +159,8 @@ def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0
     process stands in for rank ``rank`` of a TP group of ``size`` with no process group:
     ``"process-group"`` becomes ``emulate.EmulatedComm(profile, size, rank, device)`` (on
     a high-priority stream with ``high_priority``, as NCCL's option; its kernels on
-    ``ctas`` CTAs when given: ``run --comm-ctas``), ``"skip"`` a ``SkipComm(size, rank)``.
+    ``ctas`` CTAs when given: ``run --comm-ctas``; moving data with copies when ``engine``
+    is ``"ce"``: ``run --comm-engine``), ``"skip"`` a ``SkipComm(size, rank)``.
     (A real group's CTAs are its process-group options, set where it is created:
     ``train.pg_options``.)"""
     if emulate is not None:
@@ -173,6 +174,8 @@ def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0
                 stream = torch.cuda.Stream(device, priority=-1)
             # ctas= only when asked for: an EmulatedComm without the keyword still works
             kw = {} if ctas is None else {"ctas": ctas}
+            if engine != "sm":  # likewise: only when asked for
+                kw["engine"] = engine
             return _emulate.EmulatedComm(emulate, size=size, rank=rank, device=device,
                                          stream=stream, **kw)  # fmt: skip
         if choice == "skip":

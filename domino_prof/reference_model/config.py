@@ -17,6 +17,8 @@ from domino_prof.reference_model.carveout import SCOPES as CARVEOUT_SCOPES
 # --overlap-gemm's kinds (overlap_gemm.py; kept here: that module imports units, which
 # imports this one)
 OVERLAP_GEMMS = ("cublas", "triton", "triton-covered")
+# --comm-engine's kinds (emulate.py plays "ce"; emulation/ce.py models it)
+COMM_ENGINES = ("sm", "ce")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,6 +245,8 @@ def comm_info(cfg: RunConfig) -> dict:
         # the first one) and --comm-ctas (None: each entry's own CTA count)
         "kernel": os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced"),
         "ctas": getattr(cfg, "comm_ctas", None),
+        # --comm-engine: how the collectives move data (emulation/ce.py for "ce")
+        "engine": getattr(cfg, "comm_engine", "sm"),
     }
 
 
@@ -320,6 +324,14 @@ class RunConfig:
                                    "max CTAs (process-group options) or the emulated "
                                    "kernel's (--comm emulate); default: the library's.",
                                    )  # fmt: skip
+    # how a collective moves its data: "sm", NCCL's kernels (emulated: the stand-in on the
+    # profile's CTAs); "ce", copy engines (emulated only: emulation/ce.py's model of torch's
+    # symmetric-memory low-contention collectives; no CTA held while data moves)
+    comm_engine: str = _field("sm", "--comm-engine", "How collectives move data: sm "
+                              "(NCCL's kernels on SMs) or ce (copy engines, as torch's "
+                              "symmetric-memory low-contention ops; --comm emulate only, "
+                              "meant for --cuda-graphs: eager pays ~36 launches an "
+                              "all-reduce).")  # fmt: skip
     sm_carveout: int | None = _field(None, "--sm-carveout", "SMs that GEMMs leave free for "
                                      "the collectives (torch's experimental SM carveout, on "
                                      "the cuBLASLt path it needs; CUDA only); default: none.",
@@ -522,6 +534,12 @@ class RunConfig:
                               "drop one of them")  # fmt: skip
         if self.comm_ctas is not None and self.comm_ctas < 1:
             raise ConfigError(f"--comm-ctas must be >= 1, got {self.comm_ctas}")
+        if self.comm_engine not in COMM_ENGINES:
+            raise ConfigError(f"--comm-engine must be one of {', '.join(COMM_ENGINES)}, got "
+                              f"{self.comm_engine!r}")  # fmt: skip
+        if self.comm_engine == "ce" and self.comm_ctas is not None:
+            raise ConfigError("--comm-ctas sets the CTAs of an SM-driven collective; "
+                              "--comm-engine ce moves data with copies: drop one of them")
         if self.high_priority_comm and self.device != "cuda":
             raise ConfigError("--high-priority-comm needs --device cuda (NCCL streams)")
         if self.attention not in ATTENTION_KERNELS:
@@ -606,6 +624,13 @@ class RunConfig:
                 "--comm nccl (several GPUs) or --comm emulate (one GPU)"
             )
         if comm != "emulate":
+            if self.comm_engine != "sm":
+                raise ConfigError(
+                    f"--comm-engine {self.comm_engine} is emulated only (--comm emulate): "
+                    "the real copy-engine path (torch's symmetric-memory low-contention "
+                    "collectives) needs 2+ GPUs to be checked, and none were lent; drop "
+                    "--comm-engine or add --comm emulate"
+                )
             if self.comm_profile:
                 raise ConfigError(
                     f"--comm-profile {self.comm_profile} applies to --comm emulate only; "

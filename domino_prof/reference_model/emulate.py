@@ -28,18 +28,24 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from domino_prof.emulation import ce
 from domino_prof.emulation.marker import comm_marker, mark_trace_file
 from domino_prof.emulation.model import message_bytes
 from domino_prof.emulation.plan import Copy, plan
 from domino_prof.emulation.profile import DEFAULT_THREADS, Entry, Profile, load_profile
 from domino_prof.emulation.ring import PacedPlan, paced_plan, step_table
 from domino_prof.errors import ConfigError
+from domino_prof.reference_model.config import COMM_ENGINES
 
 # the stand-in kernels (docs/EMULATION.md §3 and §3b): "paced", the default, runs the ring
 # algorithm's local HBM traffic paced over the modelled time with the real kernel's
 # threads, registers and shared memory; "burst" is the first stand-in (Triton: the ring's
 # link bytes copied at once, then a spin), kept for A/B runs
 KERNELS = ("paced", "burst")
+# how a collective moves its data (--comm-engine): "sm", the stand-in kernel on the
+# profile's CTAs (NCCL's kernels); "ce", copies paced to a copy-engine time model with no
+# CTA held during a copy (emulation/ce.py: torch's symmetric-memory low-contention ops)
+ENGINES = COMM_ENGINES
 
 # elements per CTA iteration: 32 KiB of bf16 in flight per CTA (64 B per thread at 16
 # warps). With ~0.7 us of HBM latency, 24 CTAs need ~16 KiB each in flight to move the
@@ -231,7 +237,7 @@ class EmulatedComm:
 
     def __init__(self, profile: Profile | str, *, size: int, rank: int = 0, device: Any,
                  stream: Any = None, fast: bool | None = None, kernel: str | None = None,
-                 ctas: int | None = None) -> None:  # fmt: skip
+                 ctas: int | None = None, engine: str = "sm") -> None:  # fmt: skip
         import torch
 
         if fast is None:  # a diagnostic switch for A/B checks (docs/EMULATION.md)
@@ -245,6 +251,11 @@ class EmulatedComm:
             )
         if ctas is not None and (isinstance(ctas, bool) or not isinstance(ctas, int) or ctas < 1):
             raise ConfigError(f"--comm-ctas must be an integer >= 1, got {ctas!r}")
+        if engine not in ENGINES:
+            raise ConfigError(f"--comm-engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        if engine == "ce" and ctas is not None:
+            raise ConfigError("--comm-ctas sets the CTAs of an SM-driven collective; "
+                              "--comm-engine ce moves data with copies (no CTAs): drop one")
 
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         if size < 2:
@@ -262,6 +273,10 @@ class EmulatedComm:
         _kernels()  # Triton present: fail here, in one line, not at the first collective
         self.kernel = kernel
         self.ctas = ctas  # None: each entry's own CTA count (the real kernel's)
+        self.engine = engine  # "sm": the stand-in kernel; "ce": copies (emulation/ce.py)
+        self.ce_params = ce.CeParams.from_env() if engine == "ce" else None
+        self._ce: dict[tuple, _CePrepared] = {}
+        self._clock = torch.zeros(1, dtype=torch.int64, device=self.device) if engine == "ce" else None
         self.fallbacks = 0  # paced calls served by the burst kernel (buffers not in vectors)
         self._paced_kernels: dict[tuple, Any] = {}  # (collective, threads, regs, smem)
         self._fifo: dict[int, Any] = {}  # FIFO bytes -> scratch buffer (kept)
@@ -303,6 +318,8 @@ class EmulatedComm:
         all_reduce / all_gather / reduce_scatter) runs by the profile's time model
         (--overlap-gemm triton-covered)."""
         t, out = (args[0], args[0]) if collective == "all_reduce" else (args[1], args[0])
+        if self.engine == "ce":
+            return ce.total_ns(self._ce_plan(collective, t, out))
         size = message_bytes(collective, numel_in=t.numel(), numel_out=out.numel(),
                              elem_bytes=t.element_size())  # fmt: skip
         return self._entry(collective, t).time_ns(size)
@@ -311,6 +328,8 @@ class EmulatedComm:
     def _run(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
         if not (t.is_contiguous() and out.is_contiguous()):
             raise ValueError(f"emulated {coll} needs contiguous tensors")
+        if self.engine == "ce":
+            return self._run_ce(coll, t, out, async_op)
         if not self.fast:
             return self._run_plain(coll, t, out, async_op)
         import torch
@@ -333,6 +352,49 @@ class EmulatedComm:
                 self._launch_jit(prep, t, out)
         else:
             self._launch_jit(prep, t, out)
+        if not torch.cuda.is_current_stream_capturing():
+            t.record_stream(self.stream)
+            if out is not t:
+                out.record_stream(self.stream)
+        work = EmulatedWork(self, *self._ring.record(self.stream))
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+    # ------------------------------------------------------------------ copy engines
+    def _ce_plan(self, coll: str, t: Any, out: Any) -> tuple:
+        return ce.plan(coll, ranks=self.size, rank=self.rank, numel_in=t.numel(),
+                       numel_out=out.numel(), elem_bytes=t.element_size(),
+                       params=self.ce_params)  # fmt: skip
+
+    def _run_ce(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
+        """``--comm-engine ce``: the copies of ``emulation.ce.plan`` on the comm stream, each
+        followed by a one-thread wait until its modelled end, between a phase's clock start
+        and its closing wait; a reduce-scatter phase then reduces the workspace's R chunks
+        (an SM kernel, as torch's low-contention reduce-scatter does; a mean, not a sum, so
+        the meaningless values stay bounded: the same kernel traffic)."""
+        import torch
+
+        key = (coll, t.numel(), out.numel(), t.dtype)
+        prep = self._ce.get(key)
+        if prep is None:
+            prep = self._ce[key] = _CePrepared(self, coll, t, out)
+        cur = torch.cuda.current_stream(self.device)
+        self._fork.record(cur)
+        self.stream.wait_event(self._fork)
+        bufs = {"t": t.view(-1), "out": out.view(-1), "ws": prep.ws, "red": prep.red}
+        h = self._handle
+        with torch.cuda.stream(self.stream):
+            for ph, (start, waits, end) in zip(prep.phases, prep.launches):
+                start(h)
+                for st, w in zip(ph.steps, waits):
+                    bufs[st.dst].narrow(0, st.dst_off, st.count).copy_(
+                        bufs[st.src].narrow(0, st.src_off, st.count))
+                    w(h)
+                end(h)
+                if ph.reduce_to is not None:
+                    torch.mean(prep.ws.view(self.size, -1), dim=0, out=bufs[ph.reduce_to])
         if not torch.cuda.is_current_stream_capturing():
             t.record_stream(self.stream)
             if out is not t:
@@ -464,7 +526,35 @@ class EmulatedComm:
     def mark_trace(self, path: Any) -> None:
         """Write the emulation mark into an exported trace file (docs/EMULATION.md)."""
         mark_trace_file(path, comm_marker(self.profile.name, ranks=self.size, rank=self.rank,
-                                          kernel=self.kernel, ctas=self.ctas))  # fmt: skip
+                                          kernel=self.kernel, ctas=self.ctas,
+                                          engine=self.engine))  # fmt: skip
+
+
+class _CePrepared:
+    """One (collective, sizes, dtype) of ``--comm-engine ce``: its plan, its workspace (the
+    R chunks a reduce-scatter receives) and reduced chunk, and the start / wait launches of
+    every phase (built once; the clock is the comm's one int64: its phases run in stream
+    order, one at a time)."""
+
+    __slots__ = ("launches", "phases", "red", "ws")
+
+    def __init__(self, comm: EmulatedComm, coll: str, t: Any, out: Any) -> None:
+        import torch
+
+        from domino_prof.reference_model import _ce_kernel as ck
+
+        self.phases = comm._ce_plan(coll, t, out)
+        n = (t.numel() if coll != "all_gather" else out.numel())
+        self.ws = torch.empty(n, dtype=t.dtype, device=comm.device) if coll != "all_gather" else None
+        self.red = (torch.empty(n // comm.size, dtype=t.dtype, device=comm.device)
+                    if coll == "all_reduce" else None)  # fmt: skip
+        clock = comm._clock.data_ptr()
+        try:
+            self.launches = [(ck.start(coll, clock), [ck.wait(coll, clock, s.due_ns) for s in ph.steps],
+                              ck.wait(coll, clock, ph.end_ns)) for ph in self.phases]  # fmt: skip
+        except (RuntimeError, OSError, AttributeError) as e:
+            raise ConfigError(f"the copy-engine stand-in's kernels could not be compiled "
+                              f"with NVRTC ({e}); use --comm-engine sm") from None
 
 
 class _PlainWork:

@@ -216,7 +216,8 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         comm = make_comm(m.comm, size=cfg.tp, rank=0, emulate=cfg.comm_profile or
                          default_profile(cfg.tp), device=device,
                          high_priority=cfg.high_priority_comm,
-                         ctas=getattr(cfg, "comm_ctas", None))  # fmt: skip
+                         ctas=getattr(cfg, "comm_ctas", None),
+                         engine=getattr(cfg, "comm_engine", "sm"))  # fmt: skip
     if comm is None:
         comm = make_comm(m.comm, group)
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)

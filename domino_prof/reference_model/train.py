@@ -250,7 +250,7 @@ class ModeRun:
         if cfg.emulated:  # every trace of an emulated run says so (nocomm's too)
             ci = comm_info(cfg)
             mark = comm_marker(ci["profile"], ranks=cfg.tp, rank=0, kernel=ci["kernel"],
-                               ctas=ci["ctas"])  # fmt: skip
+                               ctas=ci["ctas"], engine=ci["engine"])  # fmt: skip
         with torch.profiler.profile(
             activities=acts,
             schedule=sched,

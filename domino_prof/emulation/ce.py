@@ -1,0 +1,146 @@
+"""Copy-engine collectives (``run --comm-engine ce``): the plan of one rank's side of a
+TP-R all-gather, reduce-scatter or all-reduce whose data moves by copies, not by an SM
+kernel (issue 34). Torch-free: ``reference_model.emulate`` plays the plan on one GPU.
+
+What it stands for: torch's symmetric-memory "low-contention" collectives
+(``torch.ops.symm_mem._low_contention_all_gather`` / ``_low_contention_reduce_scatter``:
+``cudaMemcpyAsync`` of each peer's chunk over NVLink between two symmetric-memory barriers;
+the reduce-scatter pushes every peer its chunk into a workspace, then reduces the R chunks
+it received with an SM kernel) and NCCL 2.28's copy-engine collectives (its blog: "CEs ...
+drive NVLink transfers, reducing compute-resource contention for SMs"). An all-reduce is a
+reduce-scatter then an all-gather of the reduced chunk (torch has no low-contention
+all-reduce; this is the composition).
+
+Time model, per rank (the copies of one collective run one after another on one stream, as
+torch's loop issues them): a barrier, then R copies of a chunk of ``n`` bytes: the rank's
+own (local: ``copy_alpha_us`` only) and R-1 over NVLink at ``bw_GBps`` each
+(``copy_alpha_us + n / bw``), then a barrier; a reduce-scatter then reduces (an SM kernel
+whose time is not modelled: it runs). Copy ``k`` may not end before its modelled end
+(``Step.due_ns``, from its phase's start: each phase starts its own clock, so an
+all-reduce's gather phase starts after the reduction, whatever it took); the phase not
+before ``end_ns``.
+
+The figures are **modelled, not measured** (no machine with 2+ GPUs was lent):
+``bw_GBps`` 330 GB/s per direction is NCCL's measured ring all-reduce bus bandwidth on
+the same NVLink4 links (the h200-nvlink-tp8 profile; line rate 450, ~370 effective for
+copies per the NCCL maintainer cited there), so a copy-engine collective here is no faster
+on the wire than NCCL's and an A/B isolates the SMs the collective holds. ``copy_alpha_us``
+2 and ``barrier_us`` 5: a copy's launch-to-start on the copy engine and a symmetric-memory
+barrier (a one-CTA kernel signalling R-1 peers), both order-of-magnitude estimates.
+``DOMINO_PROF_CE_GBPS`` overrides ``bw_GBps`` for sensitivity runs (a diagnostic).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from domino_prof.errors import ConfigError
+
+BW_GBPS = 330.0
+COPY_ALPHA_US = 2.0
+BARRIER_US = 5.0
+COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
+
+
+@dataclass(frozen=True)
+class CeParams:
+    bw_gbps: float = BW_GBPS
+    copy_alpha_us: float = COPY_ALPHA_US
+    barrier_us: float = BARRIER_US
+
+    @staticmethod
+    def from_env() -> CeParams:
+        v = os.environ.get("DOMINO_PROF_CE_GBPS")
+        if not v:
+            return CeParams()
+        try:
+            bw = float(v)
+        except ValueError:
+            bw = -1.0
+        if not bw > 0:
+            raise ConfigError(f"DOMINO_PROF_CE_GBPS={v!r} is not a bandwidth in GB/s > 0; "
+                              "unset it or give e.g. 250")  # fmt: skip
+        return CeParams(bw_gbps=bw)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One copy: ``count`` elements from buffer ``src`` at element ``src_off`` to ``dst``
+    at ``dst_off`` (buffers: ``t`` the input, ``out`` the output, ``ws`` the R-chunk
+    workspace, ``red`` the reduced chunk); it may not end before ``due_ns`` after its
+    phase started."""
+
+    src: str
+    src_off: int
+    dst: str
+    dst_off: int
+    count: int
+    due_ns: int
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The copies of one phase, the time it may not end before (its closing barrier
+    included), and whether the R workspace chunks are then reduced (into ``reduce_to``
+    at ``reduce_off``)."""
+
+    steps: tuple[Step, ...]
+    end_ns: int
+    reduce_to: str | None = None
+    reduce_off: int = 0
+
+
+def _copies(src: str, src_offs: list[int], dst: str, dst_offs: list[int], count: int, *,
+            rank: int, ranks: int, elem_bytes: int, p: CeParams, t0_ns: int) -> Phase:  # fmt: skip
+    """R copies in torch's order (step s: peer (rank - s) mod R; s = 0 the own chunk),
+    after a barrier; due times cumulative from ``t0_ns``."""
+    remote_ns = p.copy_alpha_us * 1e3 + count * elem_bytes / p.bw_gbps  # B / (GB/s) = ns
+    t = t0_ns + p.barrier_us * 1e3
+    steps = []
+    for s in range(ranks):
+        peer = (rank - s) % ranks
+        t += p.copy_alpha_us * 1e3 if s == 0 else remote_ns
+        steps.append(Step(src, src_offs[peer], dst, dst_offs[peer], count, round(t)))
+    return Phase(tuple(steps), round(t + p.barrier_us * 1e3))
+
+
+def plan(collective: str, *, ranks: int, rank: int, numel_in: int, numel_out: int,
+         elem_bytes: int, params: CeParams | None = None) -> tuple[Phase, ...]:  # fmt: skip
+    """The phases of one call. all_gather: t [n] -> out [R n], peer p's chunk into out's
+    slot p (here: t copied there; the values are meaningless, the bytes are the real
+    ones). reduce_scatter: t [R n] -> out [n]: t's chunk p pushed to peer p's workspace
+    slot ``rank`` (here: ws slot p), then ws [R, n] reduced into out. all_reduce: t [N]:
+    the reduce-scatter of t into ``red`` [N / R], then the all-gather of red into t."""
+    p = params or CeParams()
+    if collective not in COLLECTIVES:
+        raise ValueError(f"copy-engine collective {collective!r}; one of {COLLECTIVES}")
+    if ranks < 2 or not 0 <= rank < ranks:
+        raise ValueError(f"rank {rank} of {ranks}")
+    kw = {"rank": rank, "ranks": ranks, "elem_bytes": elem_bytes, "p": p}
+    if collective == "all_gather":
+        if numel_out != ranks * numel_in:
+            raise ValueError("all_gather: out must hold R x t")
+        n = numel_in
+        return (_copies("t", [0] * ranks, "out", [i * n for i in range(ranks)], n,
+                        t0_ns=0, **kw),)  # fmt: skip
+    if collective == "reduce_scatter":
+        if numel_in != ranks * numel_out:
+            raise ValueError("reduce_scatter: t must hold R x out")
+        n = numel_out
+        ph = _copies("t", [i * n for i in range(ranks)], "ws", [i * n for i in range(ranks)],
+                     n, t0_ns=0, **kw)  # fmt: skip
+        return (Phase(ph.steps, ph.end_ns, reduce_to="out"),)
+    if numel_in % ranks:
+        raise ConfigError(f"--comm-engine ce: an all-reduce of {numel_in} elements does not "
+                          f"split into {ranks} equal chunks; use --comm-engine sm")  # fmt: skip
+    n = numel_in // ranks
+    offs = [i * n for i in range(ranks)]
+    rs = _copies("t", offs, "ws", offs, n, t0_ns=0, **kw)
+    ag = _copies("red", [0] * ranks, "t", offs, n, t0_ns=0, **kw)
+    return (Phase(rs.steps, rs.end_ns, reduce_to="red"), ag)
+
+
+def total_ns(phases: tuple[Phase, ...]) -> int:
+    """The modelled duration of a call (the reductions' own time not included)."""
+    return sum(ph.end_ns for ph in phases)
