@@ -67,8 +67,9 @@ def test_emulate_defaults_to_the_shipped_profile_of_R(tp):
     info = comm_info(c)
     assert info == {"kind": "emulated", "profile": f"h200-nvlink-tp{tp}", "profile_file": None,
                     "label": f"emulated comm (profile h200-nvlink-tp{tp})", "ranks": tp,
-                    "rank": 0, "kernel": "paced", "ctas": None}  # fmt: skip
+                    "rank": 0, "kernel": "paced", "ctas": None, "engine": "sm"}  # fmt: skip
     assert info["label"] == label(f"h200-nvlink-tp{tp}")
+    assert comm_info(_cuda_cfg(tp=tp, comm_engine="ce").validate())["engine"] == "ce"
 
 
 def test_no_shipped_profile_for_R_asks_for_comm_profile():
@@ -310,7 +311,7 @@ def test_run_json_has_the_comm_block_and_meaningless_losses(emulated_run):
     run = emulated_run["run"]
     assert run["comm"] == {"kind": "emulated", "profile": "h200-nvlink-tp2",
                            "profile_file": None, "label": LABEL2, "ranks": 2, "rank": 0,
-                           "kernel": "paced", "ctas": None}  # fmt: skip
+                           "kernel": "paced", "ctas": None, "engine": "sm"}  # fmt: skip
     assert run["backend"] == "emulated"
     assert run["config"]["comm_profile"] == "h200-nvlink-tp2"
     for mode, r in run["modes"].items():
