@@ -100,6 +100,22 @@ def main() -> int:
         else:
             cec.reduce_scatter(rs_out, art, async_op=True)
 
+    # the stand-in's reduction kernels (_ce_kernel.reduce) against torch's mean of the chunks:
+    # bf16 16-byte vectors, bf16 at an odd offset (scalar), float32
+    for name, dtype, off in (("bf16x8", bf, 0), ("bf16", bf, 1), ("f32", torch.float32, 0)):
+        n = 8 * 4096
+        base = torch.randn(8 * n + off, device=dev, dtype=dtype)
+        t_in = base[off:]
+        o_base = torch.empty(n + off, device=dev, dtype=dtype)
+        o = o_base[off:]
+        cec.reduce_scatter(o, t_in, async_op=False)
+        torch.cuda.synchronize()
+        want = t_in.view(8, n).float().mean(0)
+        err = (o.float() - want).abs().max().item()
+        tol = 1e-2 if dtype == bf else 1e-5
+        rows.append({"case": "ce_reduce_check", "kernel": name, "max_abs_err": err,
+                     "ok": bool(err <= tol)})
+
     # each copy-engine collective: eager duration (events on the comm stream) vs the model
     for coll in ("all_reduce", "all_gather", "reduce_scatter"):
         for _ in range(3):

@@ -18,7 +18,9 @@ from domino_prof.trace import load_trace
 US = 1000
 # n = 330,000 bf16 = 660,000 B: 2000 ns on the wire at 330 GB/s, + 2000 ns copy alpha
 N = 330_000
-P = ce.CeParams(bw_gbps=330.0, copy_alpha_us=2.0, barrier_us=5.0)
+# the reduction of R = 4 chunks: 5 n B = 3,300,000 B at 1650 GB/s = 2000 ns, + 2000 ns alpha
+P = ce.CeParams(bw_gbps=330.0, copy_alpha_us=2.0, barrier_us=5.0, reduce_gbps=1650.0,
+                reduce_alpha_us=2.0)  # fmt: skip
 
 
 def test_all_gather_plan_is_hand_worked():
@@ -39,15 +41,29 @@ def test_reduce_scatter_plan_pushes_every_chunk_then_reduces():
     assert [(s.src_off, s.dst, s.dst_off) for s in ph.steps] == [
         (2 * N, "ws", 2 * N), (1 * N, "ws", 1 * N), (0, "ws", 0), (3 * N, "ws", 3 * N)]
     assert ph.reduce_to == "out" and ph.end_ns == 24000
+    # the reduction is modelled after the closing barrier: + 4000
+    assert ph.reduce_end_ns == 28000 and ce.total_ns((ph,)) == 28000
 
 
-def test_all_reduce_is_a_reduce_scatter_then_a_gather_each_on_its_own_clock():
+def test_all_reduce_is_a_reduce_scatter_then_a_gather_on_the_call_s_one_clock():
     rs, ag = ce.plan("all_reduce", ranks=4, rank=0, numel_in=4 * N, numel_out=4 * N,
                      elem_bytes=2, params=P)  # fmt: skip
     assert rs.reduce_to == "red" and ag.reduce_to is None
-    assert [s.due_ns for s in ag.steps] == [7000, 11000, 15000, 19000]
+    assert [s.due_ns for s in rs.steps] == [7000, 11000, 15000, 19000]
+    assert (rs.end_ns, rs.reduce_end_ns) == (24000, 28000)
+    # the gather is due after the reduce-scatter's reduction: 28000 + barrier 5000 + ...
+    assert [s.due_ns for s in ag.steps] == [35000, 39000, 43000, 47000]
+    assert ag.end_ns == 52000 and ag.reduce_end_ns is None
     assert {s.src for s in ag.steps} == {"red"} and {s.dst for s in ag.steps} == {"t"}
-    assert ce.total_ns((rs, ag)) == 48000
+    assert ce.total_ns((rs, ag)) == 52000
+    # the shipped parameters, a [4096, 3072] bf16 all-reduce at TP 8: a phase is 5 + 2 us,
+    # 7 x (2 us + 1,572,864 x 2 B / 330 GB/s), 5 us; the reduction 2 us + 9 chunks / 3678 GB/s
+    phase = 5000 + 2000 + 7 * (2000 + 1_572_864 * 2 / 330) + 5000
+    reduction = 2000 + 9 * 1_572_864 * 2 / 3678
+    full = ce.plan("all_reduce", ranks=8, rank=0, numel_in=4096 * 3072, numel_out=4096 * 3072,
+                   elem_bytes=2)  # fmt: skip
+    assert full[0].reduce_end_ns == round(round(phase) + reduction)  # 102,426
+    assert ce.total_ns(full) == round(round(round(phase) + reduction) + phase)  # 195,154, was 185,456
     with pytest.raises(ConfigError, match="does not split into 4 equal chunks"):
         ce.plan("all_reduce", ranks=4, rank=0, numel_in=4 * N + 1, numel_out=4 * N + 1,
                 elem_bytes=2)  # fmt: skip
@@ -63,6 +79,37 @@ def test_bandwidth_override_and_its_refusal(monkeypatch):
     monkeypatch.setenv("DOMINO_PROF_CE_GBPS", "fast")
     with pytest.raises(ConfigError, match="DOMINO_PROF_CE_GBPS='fast'"):
         ce.CeParams.from_env()
+
+
+def test_pace_override_and_its_refusal(monkeypatch):
+    monkeypatch.delenv("DOMINO_PROF_CE_PACE", raising=False)
+    assert ce.CeParams.from_env().pace == "phase"
+    monkeypatch.setenv("DOMINO_PROF_CE_PACE", "copy")
+    assert ce.CeParams.from_env().pace == "copy"
+    monkeypatch.setenv("DOMINO_PROF_CE_PACE", "step")
+    with pytest.raises(ConfigError, match="DOMINO_PROF_CE_PACE='step': one of copy, phase"):
+        ce.CeParams.from_env()
+
+
+def test_the_reduction_kernel_is_chosen_by_dtype_and_alignment(monkeypatch):
+    from domino_prof.reference_model import _ce_kernel as ck
+    from domino_prof.reference_model import _paced_kernel as pk
+
+    monkeypatch.setattr(ck, "_func", lambda name: name)  # no CUDA here: the name is the func
+    monkeypatch.setattr(pk, "_libcuda", lambda: None)
+    kw = {"ws_ptr": 4096, "out_ptr": 8192, "ranks": 8}
+    r = ck.reduce("all_reduce", "bfloat16", numel=1_572_864, **kw)
+    # 16-byte vectors: 196,608 of them, 768 CTAs of 256 threads
+    assert (r._func, r._args[2].value, r._grid, r._threads) == (
+        "emulated_allreduce_ce_reduce_bf16x8", 196_608, 768, 256)
+    assert ck.reduce("reduce_scatter", "bfloat16", numel=1_572_864, ws_ptr=4096, out_ptr=8194,
+                     ranks=8)._func == "emulated_reducescatter_ce_reduce_bf16"  # fmt: skip
+    assert ck.reduce("all_reduce", "bfloat16", numel=12, **kw)._func.endswith("_bf16")
+    big = ck.reduce("all_reduce", "float32", numel=10**8, **kw)
+    assert (big._func, big._grid) == ("emulated_allreduce_ce_reduce_f32", ck.REDUCE_MAX_CTAS)
+    assert ck.reduce("all_reduce", "float16", numel=1024, **kw) is None  # torch reduces it
+    r.set_pointer(1, 12288)
+    assert r._args[1].value == 12288
 
 
 def _cfg(**kw):
@@ -122,3 +169,26 @@ def test_copies_beside_other_comm_stay_what_they_were(tmp_path):
     t = analyze(load_trace(_ce_rank(nccl).write(tmp_path / "r.json"))).totals
     assert t["intervals_by_kind"] == {"compute": 3, "comm": 3, "memory": 2}
     assert t["comm_ns"] == (1 + 16 + 17) * US
+
+
+def test_only_the_copies_inside_a_stand_in_call_are_comm(tmp_path):
+    """comm stream 20 (a whole-step graph may put compute there too): call A start [10,11),
+    copy [11,14), wait [14,30); a copy [32,35) between calls; call B start [40,41), graph copy
+    kernel [41,44), wait [44,60); a copy [62,65) before a GEMM [66,90) on the same stream."""
+    cc = "emulated_allreduce_ce"
+    b = TraceBuilder(rank=0)
+    b.step(1, 0, 120)
+    b.kernel(GEMM, stream=7, start=0, dur=100, launch=0)
+    b.kernel(f"{cc}_start", stream=20, start=10, dur=1, launch=1)
+    b.memcpy(stream=20, start=11, dur=3, launch=2)
+    b.kernel(f"{cc}_wait", stream=20, start=14, dur=16, launch=3)
+    b.memcpy(stream=20, start=32, dur=3, launch=4)
+    b.kernel(f"{cc}_start", stream=20, start=40, dur=1, launch=5)
+    b.kernel("memcpy128", stream=20, start=41, dur=3, launch=6)
+    b.kernel(f"{cc}_wait", stream=20, start=44, dur=16, launch=7)
+    b.memcpy(stream=20, start=62, dur=3, launch=8)
+    b.kernel(GEMM, stream=20, start=66, dur=24, launch=9)
+    t = analyze(load_trace(b.write(tmp_path / "r.json"))).totals
+    assert t["intervals_by_kind"] == {"compute": 2, "comm": 6, "memory": 2}
+    # comm [10,30) and [40,60), both under the GEMM of stream 7
+    assert (t["comm_ns"], t["hidden_ns"]) == (40 * US, 40 * US)

@@ -61,7 +61,9 @@ def test_comm_default_keeps_todays_backends():
 
 
 @pytest.mark.parametrize("tp", [2, 4, 8])
-def test_emulate_defaults_to_the_shipped_profile_of_R(tp):
+def test_emulate_defaults_to_the_shipped_profile_of_R(tp, monkeypatch):
+    for v in ("DOMINO_PROF_CE_GBPS", "DOMINO_PROF_CE_PACE", "DOMINO_PROF_EMULATE_KERNEL"):
+        monkeypatch.delenv(v, raising=False)
     c = _cuda_cfg(tp=tp).validate()
     assert (c.comm, c.comm_profile, c.world_size) == ("emulate", f"h200-nvlink-tp{tp}", 1)
     info = comm_info(c)
@@ -69,7 +71,8 @@ def test_emulate_defaults_to_the_shipped_profile_of_R(tp):
                     "label": f"emulated comm (profile h200-nvlink-tp{tp})", "ranks": tp,
                     "rank": 0, "kernel": "paced", "ctas": None, "engine": "sm"}  # fmt: skip
     assert info["label"] == label(f"h200-nvlink-tp{tp}")
-    assert comm_info(_cuda_cfg(tp=tp, comm_engine="ce").validate())["engine"] == "ce"
+    ce_info = comm_info(_cuda_cfg(tp=tp, comm_engine="ce").validate())
+    assert (ce_info["engine"], ce_info["ce"]["bw_gbps"], ce_info["ce"]["pace"]) == ("ce", 330.0, "phase")
 
 
 def test_no_shipped_profile_for_R_asks_for_comm_profile():

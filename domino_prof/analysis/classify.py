@@ -182,14 +182,22 @@ EMULATED_KEY = "emulated"  # the emulator's family key (analysis/config.py COMM_
 _DTOD = re.compile(r"DtoD|PtoP|Device\s*->\s*Device|DeviceToDevice", re.IGNORECASE)
 
 
+_CE_WAIT = re.compile(r"^emulated_\w+_ce_wait$")
+
+
 def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
                             source: np.ndarray) -> np.ndarray:  # fmt: skip
-    """Copies (same-device DtoD ``gpu_memcpy`` events, or driver copy kernels ``memcpyN``) on a
-    (rank, device, stream) that runs a kernel of the emulated comm family: the copy-engine
-    stand-in's data movement. All False in a trace with no emulated comm kernel."""
+    """Copies (same-device DtoD ``gpu_memcpy`` events, or driver copy kernels ``memcpyN``)
+    inside a call of the copy-engine stand-in: on their (rank, device, stream), in start
+    order, the nearest other event before them is a kernel of the emulated comm family and
+    the nearest after them its wait kernel (``emulated_<coll>_ce_wait``: every copy run of
+    a call ends at one). A copy between two calls (after one's last wait, before the next
+    start), or beside compute that a CUDA graph put on the same stream, stays what it was.
+    All False in a trace with no emulated comm kernel."""
     emu = source == EMULATED_KEY
+    n = len(dev)
     if not emu.any():
-        return np.zeros(len(dev), dtype=bool)
+        return np.zeros(n, dtype=bool)
     cand = copy | (kernel & match_names(dev["name"], _DRIVER_COPY))
     if not cand.any():
         return cand
@@ -198,7 +206,22 @@ def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
     stream = dev["stream"].to_numpy(np.int64)
     stream = np.where(stream >= 0, stream, dev["tid"].to_numpy(np.int64))
     key = tuple_ids(dev["rank"].to_numpy(np.int64), device, stream)
-    return cand & np.isin(key, np.unique(key[emu]))
+    wait = emu & match_names(dev["name"], _CE_WAIT)
+    order = np.lexsort((dev["ts"].to_numpy(np.int64), key))
+    k, c, e, w = key[order], cand[order], emu[order], wait[order]
+    other = np.flatnonzero(~c)  # sorted positions of the events that are not copies
+    if not len(other):
+        return np.zeros(n, dtype=bool)
+    pos = np.arange(n)
+    after = np.searchsorted(other, pos, side="right")
+    nxt = other[np.minimum(after, len(other) - 1)]
+    before = np.searchsorted(other, pos, side="left") - 1
+    prv = other[np.maximum(before, 0)]
+    inside = (c & (after < len(other)) & (k[nxt] == k) & w[nxt]
+              & (before >= 0) & (k[prv] == k) & e[prv])  # fmt: skip
+    out = np.zeros(n, dtype=bool)
+    out[order] = inside
+    return out
 
 
 def _family_of_names(names: pd.Series, config: AnalysisConfig) -> np.ndarray:

@@ -14,11 +14,16 @@ all-reduce; this is the composition).
 Time model, per rank (the copies of one collective run one after another on one stream, as
 torch's loop issues them): a barrier, then R copies of a chunk of ``n`` bytes: the rank's
 own (local: ``copy_alpha_us`` only) and R-1 over NVLink at ``bw_GBps`` each
-(``copy_alpha_us + n / bw``), then a barrier; a reduce-scatter then reduces (an SM kernel
-whose time is not modelled: it runs). Copy ``k`` may not end before its modelled end
-(``Step.due_ns``, from its phase's start: each phase starts its own clock, so an
-all-reduce's gather phase starts after the reduction, whatever it took); the phase not
-before ``end_ns``.
+(``copy_alpha_us + n / bw``), then a barrier; a reduce-scatter then reduces the R chunks
+(an SM kernel that runs: reads R n, writes n, modelled at ``reduce_GBps`` of HBM traffic
+plus ``reduce_alpha_us``). One clock per call: every time is from the call's start, so an
+all-reduce's gather phase is due after the reduce-scatter's modelled end, its reduction
+included. Copy ``k`` may not end before its modelled end (``Step.due_ns``), a phase not
+before ``end_ns``, its reduction not before ``reduce_end_ns``: the stand-in takes the
+model's time, or longer where its own kernels and graph nodes take longer (a lag absorbed
+by the next step's slack, not added to every later one: before 2026-12-04 each phase
+restarted the clock, and a graph-captured all-reduce of [4096, 3072] bf16 took 236 µs
+against a 185.5 µs model that left the reduction out).
 
 The figures are **modelled, not measured** (no machine with 2+ GPUs was lent):
 ``bw_GBps`` 330 GB/s per direction is NCCL's measured ring all-reduce bus bandwidth on
@@ -27,7 +32,19 @@ copies per the NCCL maintainer cited there), so a copy-engine collective here is
 on the wire than NCCL's and an A/B isolates the SMs the collective holds. ``copy_alpha_us``
 2 and ``barrier_us`` 5: a copy's launch-to-start on the copy engine and a symmetric-memory
 barrier (a one-CTA kernel signalling R-1 peers), both order-of-magnitude estimates.
-``DOMINO_PROF_CE_GBPS`` overrides ``bw_GBps`` for sensitivity runs (a diagnostic).
+``reduce_GBps`` 3678 is measured: a 25 MB same-device copy on the lent H200, 1839 GB/s each
+way (reports/emulated-h200-2026-12-04c/probe_ce_copy.jsonl); ``reduce_alpha_us`` 2, a kernel's
+launch-to-start in a graph. ``DOMINO_PROF_CE_GBPS`` overrides ``bw_GBps`` for sensitivity runs (a diagnostic).
+
+How the stand-in holds a call to the model (``pace``, ``DOMINO_PROF_CE_PACE``): ``copy``
+waits after every copy until its ``due_ns`` (the copies' traffic spread as the wire would
+spread it; two graph nodes a copy), ``phase`` only at a phase's end and after a reduction
+(the copies run at the local copy's speed, then one wait: the graph nodes of torch's op,
+a barrier, R copies and a barrier a phase, 21 an all-reduce against ``copy``'s 37).
+``phase`` is the default, by measurement (reports/emulated-h200-2026-12-04d, one H200, the
+headline with ``--cuda-graphs``, one session): domino 76.98 against ``copy``'s 77.18 ms,
+domino-sp 78.25 against 79.41, llama3-8b domino-sp 128.49 against 131.78; a graph of 20
+all-reduces 218 against 231 µs each (model 195).
 """
 
 from __future__ import annotations
@@ -40,7 +57,11 @@ from domino_prof.errors import ConfigError
 BW_GBPS = 330.0
 COPY_ALPHA_US = 2.0
 BARRIER_US = 5.0
+REDUCE_GBPS = 3678.0  # HBM read + write of a copy kernel, measured (module doc)
+REDUCE_ALPHA_US = 2.0
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
+PACES = ("copy", "phase")
+PACE = "phase"  # measured: reports/emulated-h200-2026-12-04d (module doc)
 
 
 @dataclass(frozen=True)
@@ -48,28 +69,38 @@ class CeParams:
     bw_gbps: float = BW_GBPS
     copy_alpha_us: float = COPY_ALPHA_US
     barrier_us: float = BARRIER_US
+    reduce_gbps: float = REDUCE_GBPS
+    reduce_alpha_us: float = REDUCE_ALPHA_US
+    pace: str = PACE
 
     @staticmethod
     def from_env() -> CeParams:
+        kw: dict = {}
         v = os.environ.get("DOMINO_PROF_CE_GBPS")
-        if not v:
-            return CeParams()
-        try:
-            bw = float(v)
-        except ValueError:
-            bw = -1.0
-        if not bw > 0:
-            raise ConfigError(f"DOMINO_PROF_CE_GBPS={v!r} is not a bandwidth in GB/s > 0; "
-                              "unset it or give e.g. 250")  # fmt: skip
-        return CeParams(bw_gbps=bw)
+        if v:
+            try:
+                bw = float(v)
+            except ValueError:
+                bw = -1.0
+            if not bw > 0:
+                raise ConfigError(f"DOMINO_PROF_CE_GBPS={v!r} is not a bandwidth in GB/s > 0; "
+                                  "unset it or give e.g. 250")  # fmt: skip
+            kw["bw_gbps"] = bw
+        pace = os.environ.get("DOMINO_PROF_CE_PACE")
+        if pace:
+            if pace not in PACES:
+                raise ConfigError(f"DOMINO_PROF_CE_PACE={pace!r}: one of {', '.join(PACES)}; "
+                                  f"unset it for {PACE}")  # fmt: skip
+            kw["pace"] = pace
+        return CeParams(**kw)
 
 
 @dataclass(frozen=True)
 class Step:
     """One copy: ``count`` elements from buffer ``src`` at element ``src_off`` to ``dst``
     at ``dst_off`` (buffers: ``t`` the input, ``out`` the output, ``ws`` the R-chunk
-    workspace, ``red`` the reduced chunk); it may not end before ``due_ns`` after its
-    phase started."""
+    workspace, ``red`` the reduced chunk); it may not end before ``due_ns`` after the
+    call started."""
 
     src: str
     src_off: int
@@ -83,18 +114,24 @@ class Step:
 class Phase:
     """The copies of one phase, the time it may not end before (its closing barrier
     included), and whether the R workspace chunks are then reduced (into ``reduce_to``
-    at ``reduce_off``)."""
+    at ``reduce_off``), not before ``reduce_end_ns``. Times from the call's start."""
 
     steps: tuple[Step, ...]
     end_ns: int
     reduce_to: str | None = None
     reduce_off: int = 0
+    reduce_end_ns: int | None = None
+
+    @property
+    def done_ns(self) -> int:
+        """When the phase is done by the model: its reduction's end, else its own."""
+        return self.end_ns if self.reduce_end_ns is None else self.reduce_end_ns
 
 
 def _copies(src: str, src_offs: list[int], dst: str, dst_offs: list[int], count: int, *,
             rank: int, ranks: int, elem_bytes: int, p: CeParams, t0_ns: int) -> Phase:  # fmt: skip
     """R copies in torch's order (step s: peer (rank - s) mod R; s = 0 the own chunk),
-    after a barrier; due times cumulative from ``t0_ns``."""
+    after a barrier; due times cumulative from ``t0_ns`` (the call's clock)."""
     remote_ns = p.copy_alpha_us * 1e3 + count * elem_bytes / p.bw_gbps  # B / (GB/s) = ns
     t = t0_ns + p.barrier_us * 1e3
     steps = []
@@ -130,17 +167,26 @@ def plan(collective: str, *, ranks: int, rank: int, numel_in: int, numel_out: in
         n = numel_out
         ph = _copies("t", [i * n for i in range(ranks)], "ws", [i * n for i in range(ranks)],
                      n, t0_ns=0, **kw)  # fmt: skip
-        return (Phase(ph.steps, ph.end_ns, reduce_to="out"),)
+        return (_reduced(ph, "out", n, ranks=ranks, elem_bytes=elem_bytes, p=p),)
     if numel_in % ranks:
         raise ConfigError(f"--comm-engine ce: an all-reduce of {numel_in} elements does not "
                           f"split into {ranks} equal chunks; use --comm-engine sm")  # fmt: skip
     n = numel_in // ranks
     offs = [i * n for i in range(ranks)]
-    rs = _copies("t", offs, "ws", offs, n, t0_ns=0, **kw)
-    ag = _copies("red", [0] * ranks, "t", offs, n, t0_ns=0, **kw)
-    return (Phase(rs.steps, rs.end_ns, reduce_to="red"), ag)
+    rs = _reduced(_copies("t", offs, "ws", offs, n, t0_ns=0, **kw), "red", n, ranks=ranks,
+                  elem_bytes=elem_bytes, p=p)  # fmt: skip
+    ag = _copies("red", [0] * ranks, "t", offs, n, t0_ns=rs.done_ns, **kw)
+    return (rs, ag)
+
+
+def _reduced(ph: Phase, to: str, n: int, *, ranks: int, elem_bytes: int, p: CeParams) -> Phase:
+    """``ph`` followed by the reduction of its R chunks of ``n`` elements into ``to``:
+    R n read and n written at ``reduce_gbps``, plus ``reduce_alpha_us``."""
+    reduce_ns = p.reduce_alpha_us * 1e3 + (ranks + 1) * n * elem_bytes / p.reduce_gbps
+    return Phase(ph.steps, ph.end_ns, reduce_to=to, reduce_end_ns=round(ph.end_ns + reduce_ns))
 
 
 def total_ns(phases: tuple[Phase, ...]) -> int:
-    """The modelled duration of a call (the reductions' own time not included)."""
-    return sum(ph.end_ns for ph in phases)
+    """The modelled duration of a call, from its start to its last phase's end (the
+    reductions included)."""
+    return phases[-1].done_ns

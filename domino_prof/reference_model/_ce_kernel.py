@@ -2,9 +2,15 @@
 compiled with NVRTC and launched with ``cuLaunchKernel`` as the paced stand-in's are
 (``_paced_kernel``), one thread each, no shared memory.
 
-* ``emulated_<coll>_ce_start(u64 *t0)``: writes %globaltimer to ``*t0`` (a phase's clock);
+* ``emulated_<coll>_ce_start(u64 *t0)``: writes %globaltimer to ``*t0`` (the call's clock);
 * ``emulated_<coll>_ce_wait(const u64 *t0, long long due)``: sleeps (``__nanosleep``, no
-  issue-slot spin) until ``*t0 + due``: a copy may not end before its modelled end.
+  issue-slot spin) until ``*t0 + due``: a copy may not end before its modelled end;
+* ``emulated_<coll>_ce_reduce_{bf16x8,bf16,f32}(ws, out, n, R)``: a reduce-scatter's
+  reduction, out[i] = mean over r of ws[r n + i] (float accumulation; bf16x8: 16-byte
+  vectors, n counted in vectors), 256 threads a CTA, grid-stride. Named in the emulated
+  family so the analyzer counts the reduction as the collective's, as it is (torch's
+  ``at::native::reduce_kernel`` of ``torch.mean``, used before 2026-12-04, counted as
+  compute: 4.3 ms a headline step of "compute" only domino ran).
 
 Named ``emulated_allreduce_...`` etc. so the analyzer's emulated family counts them as comm
 (emulation/marker.py); the copies between them are same-device copies on the same stream,
@@ -38,10 +44,58 @@ __device__ __forceinline__ u64 now_ns() {
       while (now_ns() < end) __nanosleep(500);                                           \
     }                                                                                    \
   }
+__device__ __forceinline__ float bf2f(unsigned short x) {
+  return __uint_as_float(((unsigned)x) << 16);
+}
+__device__ __forceinline__ unsigned short f2bf(float f) {  // round to nearest even
+  unsigned u = __float_as_uint(f);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+#define GRID_STRIDE(i, n) \
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
+       i += (long long)gridDim.x * blockDim.x)
+#define REDUCE(C)                                                                        \
+  extern "C" __global__ void __launch_bounds__(256) emulated_##C##_ce_reduce_bf16x8(     \
+      const uint4* ws, uint4* out, long long n, int R) {                                 \
+    const float s = 1.0f / R;                                                            \
+    GRID_STRIDE(i, n) {                                                                  \
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};                           \
+      for (int r = 0; r < R; ++r) {                                                      \
+        uint4 v = ws[r * n + i];                                                         \
+        const unsigned short* h = (const unsigned short*)&v;                             \
+        for (int j = 0; j < 8; ++j) acc[j] += bf2f(h[j]);                                \
+      }                                                                                  \
+      uint4 o;                                                                           \
+      unsigned short* p = (unsigned short*)&o;                                           \
+      for (int j = 0; j < 8; ++j) p[j] = f2bf(acc[j] * s);                               \
+      out[i] = o;                                                                        \
+    }                                                                                    \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(256) emulated_##C##_ce_reduce_bf16(       \
+      const unsigned short* ws, unsigned short* out, long long n, int R) {               \
+    GRID_STRIDE(i, n) {                                                                  \
+      float acc = 0.f;                                                                   \
+      for (int r = 0; r < R; ++r) acc += bf2f(ws[r * n + i]);                            \
+      out[i] = f2bf(acc / R);                                                            \
+    }                                                                                    \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(256) emulated_##C##_ce_reduce_f32(        \
+      const float* ws, float* out, long long n, int R) {                                 \
+    GRID_STRIDE(i, n) {                                                                  \
+      float acc = 0.f;                                                                   \
+      for (int r = 0; r < R; ++r) acc += ws[r * n + i];                                  \
+      out[i] = acc / R;                                                                  \
+    }                                                                                    \
+  }
 PAIR(allreduce)
 PAIR(reducescatter)
 PAIR(allgather)
+REDUCE(allreduce)
+REDUCE(reducescatter)
 """
+REDUCE_THREADS = 256
+REDUCE_MAX_CTAS = 4096  # grid-stride beyond it
 
 _FUNCS: dict[str, Any] = {}
 
@@ -54,20 +108,28 @@ def _func(name: str) -> Any:
 
 
 class Launch:
-    """One prepared launch of a start or wait kernel (its argument array built once)."""
+    """One prepared launch of a start, wait or reduce kernel (its argument array built
+    once)."""
 
-    __slots__ = ("_args", "_array", "_func", "_lib")
+    __slots__ = ("_args", "_array", "_func", "_grid", "_lib", "_threads")
 
-    def __init__(self, func: Any, args: list) -> None:
+    def __init__(self, func: Any, args: list, *, grid: int = 1, threads: int = 1) -> None:
         self._func, self._args, self._lib = func, args, pk._libcuda()
+        self._grid, self._threads = grid, threads
         arr = (ctypes.c_void_p * len(args))()
         for i, a in enumerate(args):
             arr[i] = ctypes.cast(ctypes.byref(a), ctypes.c_void_p)
         self._array = arr
 
+    def set_pointer(self, i: int, ptr: int) -> None:
+        """Argument ``i`` (a pointer) for the next launches (a call's own output buffer);
+        the driver copies the arguments at launch, and at capture into the graph node."""
+        self._args[i].value = ptr
+
     def __call__(self, stream_handle: int) -> None:
-        pk._check(self._lib.cuLaunchKernel(self._func, 1, 1, 1, 1, 1, 1, 0,
-                                           ctypes.c_void_p(stream_handle), self._array, None),
+        pk._check(self._lib.cuLaunchKernel(self._func, self._grid, 1, 1, self._threads, 1, 1,
+                                           0, ctypes.c_void_p(stream_handle), self._array,
+                                           None),
                   "cuLaunchKernel")  # fmt: skip
 
 
@@ -78,3 +140,24 @@ def start(collective: str, clock_ptr: int) -> Launch:
 def wait(collective: str, clock_ptr: int, due_ns: int) -> Launch:
     return Launch(_func(f"emulated_{_SHORT[collective]}_ce_wait"),
                   [ctypes.c_void_p(clock_ptr), ctypes.c_longlong(int(due_ns))])  # fmt: skip
+
+
+def reduce(collective: str, dtype_name: str, *, ws_ptr: int, out_ptr: int, numel: int,
+           ranks: int) -> Launch | None:  # fmt: skip
+    """The reduction of ``ranks`` chunks of ``numel`` elements at ``ws_ptr`` into
+    ``out_ptr`` (argument 1, :meth:`Launch.set_pointer` for another output), or None for a
+    dtype without a kernel here (the caller reduces with torch). bf16 runs 16-byte vectors
+    when ``numel`` is a multiple of 8 and both buffers are 16-byte aligned."""
+    if dtype_name == "bfloat16" and numel % 8 == 0 and ws_ptr % 16 == 0 and out_ptr % 16 == 0:
+        kind, n = "bf16x8", numel // 8
+    elif dtype_name == "bfloat16":
+        kind, n = "bf16", numel
+    elif dtype_name == "float32":
+        kind, n = "f32", numel
+    else:
+        return None
+    grid = max(1, min(REDUCE_MAX_CTAS, -(-n // REDUCE_THREADS)))
+    func = _func(f"emulated_{_SHORT[collective]}_ce_reduce_{kind}")
+    return Launch(func, [ctypes.c_void_p(ws_ptr), ctypes.c_void_p(out_ptr),
+                         ctypes.c_longlong(n), ctypes.c_int(ranks)],
+                  grid=grid, threads=REDUCE_THREADS)  # fmt: skip

@@ -233,6 +233,14 @@ def comm_info(cfg: RunConfig) -> dict:
     from domino_prof.emulation.profile import SHIPPED
 
     prof = _loaded_profile(cfg.comm_profile or default_profile(cfg.tp))
+    engine = getattr(cfg, "comm_engine", "sm")
+    extra = {}
+    if engine == "ce":  # the copy-engine model's parameters, env overrides included
+        import dataclasses
+
+        from domino_prof.emulation.ce import CeParams
+
+        extra["ce"] = dataclasses.asdict(CeParams.from_env())
     return {
         "kind": "emulated",
         "profile": prof.name,
@@ -246,7 +254,8 @@ def comm_info(cfg: RunConfig) -> dict:
         "kernel": os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced"),
         "ctas": getattr(cfg, "comm_ctas", None),
         # --comm-engine: how the collectives move data (emulation/ce.py for "ce")
-        "engine": getattr(cfg, "comm_engine", "sm"),
+        "engine": engine,
+        **extra,
     }
 
 
@@ -330,7 +339,7 @@ class RunConfig:
     comm_engine: str = _field("sm", "--comm-engine", "How collectives move data: sm "
                               "(NCCL's kernels on SMs) or ce (copy engines, as torch's "
                               "symmetric-memory low-contention ops; --comm emulate only, "
-                              "meant for --cuda-graphs: eager pays ~36 launches an "
+                              "meant for --cuda-graphs: eager pays 21-37 launches an "
                               "all-reduce).")  # fmt: skip
     sm_carveout: int | None = _field(None, "--sm-carveout", "SMs that GEMMs leave free for "
                                      "the collectives (torch's experimental SM carveout, on "

@@ -369,14 +369,17 @@ class EmulatedComm:
                        params=self.ce_params)  # fmt: skip
 
     def _run_ce(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
-        """``--comm-engine ce``: the copies of ``emulation.ce.plan`` on the comm stream, each
-        followed by a one-thread wait until its modelled end, between a phase's clock start
-        and its closing wait; a reduce-scatter phase then reduces the workspace's R chunks
-        (an SM kernel, as torch's low-contention reduce-scatter does; a mean, not a sum, so
-        the meaningless values stay bounded: the same kernel traffic)."""
+        """``--comm-engine ce``: the copies of ``emulation.ce.plan`` on the comm stream after
+        the call's clock start, each followed by a one-thread wait until its modelled end,
+        each phase by a closing wait; a reduce-scatter phase then reduces the workspace's R
+        chunks (an SM kernel, as torch's low-contention reduce-scatter does: the stand-in's
+        own, named as comm, _ce_kernel.reduce; a mean, not a sum, so the meaningless values
+        stay bounded: the same kernel traffic) and waits until the reduction's modelled
+        end. With pace "phase" (DOMINO_PROF_CE_PACE) no wait follows a copy."""
         import torch
 
-        key = (coll, t.numel(), out.numel(), t.dtype)
+        # the alignment of the output picks the reduction's vector kernel (_ce_kernel.reduce)
+        key = (coll, t.numel(), out.numel(), t.dtype, out.data_ptr() % 16)
         prep = self._ce.get(key)
         if prep is None:
             prep = self._ce[key] = _CePrepared(self, coll, t, out)
@@ -386,15 +389,23 @@ class EmulatedComm:
         bufs = {"t": t.view(-1), "out": out.view(-1), "ws": prep.ws, "red": prep.red}
         h = self._handle
         with torch.cuda.stream(self.stream):
-            for ph, (start, waits, end) in zip(prep.phases, prep.launches):
-                start(h)
+            prep.start(h)  # the call's one clock (emulation/ce.py)
+            for ph, (waits, end, reduce, reduced) in zip(prep.phases, prep.launches):
                 for st, w in zip(ph.steps, waits):
                     bufs[st.dst].narrow(0, st.dst_off, st.count).copy_(
                         bufs[st.src].narrow(0, st.src_off, st.count))
-                    w(h)
+                    if w is not None:  # pace "copy"
+                        w(h)
                 end(h)
-                if ph.reduce_to is not None:
-                    torch.mean(prep.ws.view(self.size, -1), dim=0, out=bufs[ph.reduce_to])
+                if ph.reduce_to is None:
+                    continue
+                dst = bufs[ph.reduce_to]
+                if reduce is not None:
+                    reduce.set_pointer(1, dst.data_ptr())
+                    reduce(h)
+                else:  # a dtype without a kernel of the stand-in's (_ce_kernel.reduce)
+                    torch.mean(prep.ws.view(self.size, -1), dim=0, out=dst)
+                reduced(h)
         if not torch.cuda.is_current_stream_capturing():
             t.record_stream(self.stream)
             if out is not t:
@@ -532,11 +543,11 @@ class EmulatedComm:
 
 class _CePrepared:
     """One (collective, sizes, dtype) of ``--comm-engine ce``: its plan, its workspace (the
-    R chunks a reduce-scatter receives) and reduced chunk, and the start / wait launches of
-    every phase (built once; the clock is the comm's one int64: its phases run in stream
-    order, one at a time)."""
+    R chunks a reduce-scatter receives) and reduced chunk, the start launch of the call
+    and, per phase, its waits and its reduction (built once; the clock is the comm's one
+    int64: its calls run in stream order, one at a time)."""
 
-    __slots__ = ("launches", "phases", "red", "ws")
+    __slots__ = ("launches", "phases", "red", "start", "ws")
 
     def __init__(self, comm: EmulatedComm, coll: str, t: Any, out: Any) -> None:
         import torch
@@ -549,9 +560,18 @@ class _CePrepared:
         self.red = (torch.empty(n // comm.size, dtype=t.dtype, device=comm.device)
                     if coll == "all_reduce" else None)  # fmt: skip
         clock = comm._clock.data_ptr()
+        per_copy = comm.ce_params.pace == "copy"
+        dtype = dtype_name(t.dtype)
         try:
-            self.launches = [(ck.start(coll, clock), [ck.wait(coll, clock, s.due_ns) for s in ph.steps],
-                              ck.wait(coll, clock, ph.end_ns)) for ph in self.phases]  # fmt: skip
+            self.start = ck.start(coll, clock)
+            self.launches = [
+                ([ck.wait(coll, clock, s.due_ns) if per_copy else None for s in ph.steps],
+                 ck.wait(coll, clock, ph.end_ns),
+                 None if ph.reduce_to is None else ck.reduce(
+                     coll, dtype, ws_ptr=self.ws.data_ptr(), numel=n // comm.size,
+                     ranks=comm.size, out_ptr=(self.red if coll == "all_reduce" else out).data_ptr()),
+                 ck.wait(coll, clock, ph.done_ns))
+                for ph in self.phases]  # fmt: skip
         except (RuntimeError, OSError, AttributeError) as e:
             raise ConfigError(f"the copy-engine stand-in's kernels could not be compiled "
                               f"with NVRTC ({e}); use --comm-engine sm") from None
