@@ -93,12 +93,23 @@ def _hidden(run: dict, mode: str) -> float | None:
     return ((run.get("modes") or {}).get(mode) or {}).get("hidden_pct")
 
 
-def _command(cfg: dict) -> str:
+def _command(cfg: dict, comm: dict | None = None) -> str:
     """The `domino-prof run` flags of a run.json's config that differ from the tiny CPU
-    default (enough to re-run it)."""
+    default (enough to re-run it); with the run's ``comm`` block, the copy-engine model's
+    environment overrides where they differ from today's defaults (emulation/ce.py)."""
     model = cfg.get("model") or {}
     name = model.get("name") if isinstance(model, dict) else model
-    parts = ["domino-prof run"]
+    env = []
+    ce_used = (comm or {}).get("ce") or {}
+    if ce_used:
+        from domino_prof.emulation.ce import CeParams
+
+        now = CeParams()
+        if ce_used.get("pace", now.pace) != now.pace:
+            env.append(f"DOMINO_PROF_CE_PACE={ce_used['pace']}")
+        if ce_used.get("bw_gbps", now.bw_gbps) != now.bw_gbps:
+            env.append(f"DOMINO_PROF_CE_GBPS={ce_used['bw_gbps']:g}")
+    parts = [*env, "domino-prof run"]
     if cfg.get("tp", 2) != 2:
         parts.append(f"--tp {cfg['tp']}")
     if cfg.get("seq", 128) != 128:
@@ -109,6 +120,8 @@ def _command(cfg: dict) -> str:
         parts.append(f"--mbs {cfg['mbs']}")
     if cfg.get("comm") == "emulate":
         parts.append("--comm emulate")
+    if cfg.get("comm_engine", "sm") != "sm":
+        parts.append(f"--comm-engine {cfg['comm_engine']}")
     if cfg.get("cuda_graphs"):
         parts.append("--cuda-graphs")
         if cfg.get("graph_scope") == "segment":  # the default is step since 2026-12-03c
@@ -130,7 +143,7 @@ def run_comparison(*, run: str) -> list[str]:
         rows.append([r["mode"], _f(r["step_ms"], ".2f"), _f(r.get("hidden_pct"), ".1f"),
                      _f(r.get("speedup_vs_tp"), ".3f"), _f(r.get("frac_of_nocomm"), ".3f")])  # fmt: skip
     steps = cfg.get("timed_steps")
-    out = [f"`{_command(cfg)}` ({steps} timed steps per mode in blocks of "
+    out = [f"`{_command(cfg, doc.get('comm'))}` ({steps} timed steps per mode in blocks of "
            f"{cfg.get('block_steps')}, modes interleaved), {_link(p)}"
            f"{'; ' + label if label else ''}:", ""]  # fmt: skip
     out += _table(["mode", "timed step ms", "hidden %", "speedup vs tp", "of nocomm"], rows)
@@ -148,7 +161,7 @@ def run_verdicts(*, runs: str | list[str]) -> list[str]:
         dom = v.get("domino")
         word = f" ({dom['word']})" if dom else ""
         label = comm_label(doc) or "real comm"
-        rows.append([f"`{_command(doc.get('config') or {})}`", label,
+        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'))}`", label,
                      _ratio(doc, "domino", "tp", interval=True) + word,
                      _ratio(doc, "domino", "nocomm"), _f(_hidden(doc, "domino"), ".1f"),
                      _ratio(doc, "domino-sp", "sp", interval=True), _link(p.parent)])  # fmt: skip
@@ -169,7 +182,7 @@ def run_limits(*, runs: str | list[str]) -> list[str]:
         if lim.get("method") != "measured":
             continue
         label = comm_label(doc) or "real comm"
-        rows.append([f"`{_command(doc.get('config') or {})}`", label,
+        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'))}`", label,
                      _f(lim.get("timed_of_bound"), ".3f"), _f(lim.get("gap_ms"), ".2f"),
                      _f(lim.get("split_ms"), ".2f"), _f(lim.get("exposed_comm_ms"), ".2f"),
                      _f(lim.get("exposed_cost_ms"), ".2f"),
@@ -293,8 +306,11 @@ def run_rows(*, runs: list[str], modes: list[str]) -> list[str]:
         doc = _load(p)
         cfg = doc.get("config") or {}
         model = (cfg.get("model") or {}).get("name")
+        ce_used = (doc.get("comm") or {}).get("ce")
+        engine = (f", copy engines (pace {ce_used.get('pace')})" if ce_used
+                  else ", copy engines" if cfg.get("comm_engine") == "ce" else "")  # fmt: skip
         what = (f"{model}, mbs {cfg.get('mbs')}, {'CUDA graphs' if cfg.get('cuda_graphs') else 'eager'}"
-                f"{', ' + comm_label(doc) if comm_label(doc) else ''}")  # fmt: skip
+                f"{', ' + comm_label(doc) if comm_label(doc) else ''}{engine}")  # fmt: skip
         rows.append([what, *(_f(((doc["modes"].get(m) or {}).get("step_ms")), ".1f") for m in modes),
                      _ratio(doc, "domino", "tp"), _ratio(doc, "domino", "nocomm"), _link(p)])  # fmt: skip
     return _table(["run", *(f"{m} ms" for m in modes), "domino / tp", "domino / nocomm", "file"],
@@ -358,6 +374,11 @@ RUNS_03B = [f"reports/emulated-h200-2026-12-03b/{d}/run.json" for d in (
 # the runs of 2026-12-03 17:19-17:37 UTC: a CUDA graph per step against one per segment
 RUNS_03C = [f"reports/emulated-h200-2026-12-03c/{d}/run.json" for d in (
     "step-1", "seg-1", "step-2", "seg-2", "step-3", "seg-3", "step-compile", "step-8b-2")]
+
+# the runs of 2026-12-04 21:07-21:10 UTC (second call): the SM stand-in, the copy-engine
+# one with a wait per copy and per phase, llama3-3b and llama3-8b
+RUNS_04D = [f"reports/emulated-h200-2026-12-04d/call2/{d}/run.json" for d in (
+    "graphs-sm", "graphs-ce", "graphs-ce-phase", "graphs-8b-ce", "graphs-8b-ce-phase")]
 
 SECTIONS: list[dict] = [
     {
@@ -476,6 +497,31 @@ SECTIONS: list[dict] = [
         "text": "Per profiled step, as above. One graph per step takes the boundaries between "
                 "segment graphs out of the split's own cost and some exposed comm's step cost; "
                 "the overlap tax does not move.",
+    },
+    {
+        "title": "Collectives by copy engines, `--comm-engine ce` (emulated comm)",
+        "where": "one H200, 2026-12-04, one session; llama3-3b (28 layers) and llama3-8b "
+                 "(32 layers), seq 4096, mbs 2, TP 8, `--cuda-graphs`, 16 timed steps",
+        "render": run_rows,
+        "args": {"runs": RUNS_04D,
+                 "modes": ["tp", "nocomm", "domino", "domino-nocomm", "domino-sp"]},
+        "text": "The collectives' data moved by copies paced to a copy-engine time model "
+                "(emulation/ce.py; modelled, not measured: no machine with 2+ GPUs was "
+                "lent), against the SM stand-in (the first row). The copy engines hold no "
+                "SM while data moves; only the reduction is an SM kernel. Pace `phase` (the "
+                "default) waits at a phase's end, `copy` after every copy. The domino / tp "
+                "column is against the same row's tp, which the copy engines slow: judge a "
+                "row by domino / nocomm, and against tp at its own best (the SM row). How, "
+                "with those ratios, and the stand-in's own time against its model: "
+                "reports/emulated-h200-2026-12-04d/README.md.",
+    },
+    {
+        "title": "What limits domino with copy-engine collectives (emulated comm)",
+        "where": "one H200, 2026-12-04; the runs above",
+        "render": run_limits,
+        "args": {"runs": RUNS_04D},
+        "text": "Per profiled step, as above. The copy engines take most of the overlap tax "
+                "away; the split's own cost and the exposed comm remain.",
     },
     {
         "title": "The schedules' own cost with one graph per step: one H200, tp 1, 2026-12-03",
