@@ -41,7 +41,7 @@ from domino_prof import engine
 from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
 from domino_prof.reference_model import modes as mode_registry
-from domino_prof.reference_model.config import RunConfig, comm_info
+from domino_prof.reference_model.config import RunConfig, comm_info, config_notes
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -128,7 +128,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
         "cpu_count": _cores(),  # the cores the ranks shared (the report's CPU-threads section)
         "modes": modes,
-        "notes": [],
+        "notes": config_notes(cfg),
         "status": STATUS_COMPLETE,
     }
     _analyse_and_write(out, run, analyze=analyze)

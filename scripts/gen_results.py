@@ -122,6 +122,21 @@ def _command(cfg: dict, comm: dict | None = None) -> str:
         parts.append("--comm emulate")
     if cfg.get("comm_engine", "sm") != "sm":
         parts.append(f"--comm-engine {cfg['comm_engine']}")
+    # the knobs of issue 34, where a run set them (run.json's config; absent before them)
+    if cfg.get("splits", 2) != 2:
+        parts.append(f"--splits {cfg['splits']}")
+    if cfg.get("col_splits", 1) != 1:
+        parts.append(f"--col-splits {cfg['col_splits']}")
+    if cfg.get("comm_ctas") is not None:
+        parts.append(f"--comm-ctas {cfg['comm_ctas']}")
+    if cfg.get("sm_carveout") is not None:
+        parts.append(f"--sm-carveout {cfg['sm_carveout']}")
+        if cfg.get("carveout_scope", "overlap") != "overlap":
+            parts.append(f"--carveout-scope {cfg['carveout_scope']}")
+    if cfg.get("overlap_gemm", "cublas") != "cublas":
+        parts.append(f"--overlap-gemm {cfg['overlap_gemm']}")
+    if cfg.get("high_priority_comm"):
+        parts.append("--high-priority-comm")
     if cfg.get("cuda_graphs"):
         parts.append("--cuda-graphs")
         if cfg.get("graph_scope") == "segment":  # the default is step since 2026-12-03c
@@ -380,6 +395,11 @@ RUNS_03C = [f"reports/emulated-h200-2026-12-03c/{d}/run.json" for d in (
 RUNS_04D = [f"reports/emulated-h200-2026-12-04d/call2/{d}/run.json" for d in (
     "graphs-sm", "graphs-ce", "graphs-ce-phase", "graphs-8b-ce", "graphs-8b-ce-phase")]
 
+# calls 3 and 4 of that day (one lease): the knobs beside the copy engines
+RUNS_04D_KNOBS = [f"reports/emulated-h200-2026-12-04d/{d}/run.json" for d in (
+    "call3/graphs-ce-phase", "call3/ce-carve8", "call3/ce-carve16", "call3/ce-hp",
+    "call4/ce-hp-carve16", "call3/8b-ce-hp", "call4/8b-ce-hp-carve16")]
+
 SECTIONS: list[dict] = [
     {
         "title": "The default run on CPU (gloo, tiny, tp 2, every mode)",
@@ -522,6 +542,17 @@ SECTIONS: list[dict] = [
         "args": {"runs": RUNS_04D},
         "text": "Per profiled step, as above. The copy engines take most of the overlap tax "
                 "away; the split's own cost and the exposed comm remain.",
+    },
+    {
+        "title": "Knobs beside the copy-engine collectives (emulated comm)",
+        "where": "one H200, 2026-12-04, one lease; the shapes above, `--comm-engine ce "
+                 "--cuda-graphs`, with `--sm-carveout` and `--high-priority-comm`",
+        "render": run_limits,
+        "args": {"runs": RUNS_04D_KNOBS},
+        "text": "The carveout narrows domino-nocomm's GEMMs too, so it costs domino more "
+                "than it gives, and helps domino-sp, whose small chain segments run on a "
+                "side stream beside the GEMMs. Every knob is off by default. The table of "
+                "domino-sp's figures: reports/emulated-h200-2026-12-04d/README.md.",
     },
     {
         "title": "The schedules' own cost with one graph per step: one H200, tp 1, 2026-12-03",

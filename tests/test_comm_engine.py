@@ -192,3 +192,18 @@ def test_only_the_copies_inside_a_stand_in_call_are_comm(tmp_path):
     assert t["intervals_by_kind"] == {"compute": 2, "comm": 6, "memory": 2}
     # comm [10,30) and [40,60), both under the GEMM of stream 7
     assert (t["comm_ns"], t["hidden_ns"]) == (40 * US, 40 * US)
+
+
+def test_a_ce_run_outside_a_step_graph_gets_a_note():
+    from dataclasses import replace
+
+    from domino_prof.reference_model.config import config_notes, preset
+
+    c = RunConfig(model=preset("llama3-3b"), tp=8, seq=4096, device="cuda", dtype="bfloat16",
+                  comm="emulate", comm_engine="ce", cuda_graphs=True).validate()  # fmt: skip
+    assert c.graph_scope == "step" and config_notes(c) == []
+    (note,) = config_notes(replace(c, cuda_graphs=False))
+    assert note.startswith("--comm-engine ce outside a whole-step CUDA graph") and \
+        "add --cuda-graphs" in note
+    assert len(config_notes(replace(c, graph_scope="segment"))) == 1
+    assert config_notes(replace(c, comm_engine="sm", cuda_graphs=False)) == []

@@ -69,8 +69,8 @@ def test_every_emulated_figure_says_emulated():
     # the full-depth headline, the paced headline, its limits, the TP 2/4/8 table; then
     # (2026-12-03b) the paced table, the stand-in before/after row, the re-run headline and
     # 8b, their limits, the tune sweeps; (2026-12-03c) one graph per step and its limits;
-    # (2026-12-04d) the copy-engine collectives and their limits
-    assert n == 13
+    # (2026-12-04d) the copy-engine collectives, their limits, the knobs beside them
+    assert n == 14
 
 
 def test_the_readme_fits_on_a_screen_or_two():

@@ -61,7 +61,7 @@ def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
         assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
         assert c["limits"] is None  # --no-analyze (and a CPU nocomm has no trace to analyse)
     assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False, "sm_carveout": None,
-                                       "mbs": None},
+                                       "mbs": None, "comm_engine": None},
                           "settings_text": "default ctas", "run_dir": names[0],
                           "step_ms": pytest.approx(tp_step, rel=1e-12),
                           "step_ms_interval": runs[names[0]]["modes"]["tp"]["step_ms_interval"]}]
@@ -193,6 +193,9 @@ def test_mbs_is_a_grid_key_and_each_candidate_meets_tp_at_its_own_mbs():
         (["--grid", "cuda_graphs=on"], "--cuda-graphs needs --device cuda"),
         (["--grid", "comm_ctas=8"], "--comm-ctas sets the CTAs of NCCL's"),
         (["--top", "0"], "--top must be >= 1, got 0"),
+        (["--grid", "comm_engine=dma"], "--grid comm_engine: 'dma' is not one of default, sm, ce"),
+        (["--grid", "comm_engine=ce"], "--comm-engine ce is emulated only"),
+        (["--comm-engine", "ce"], "--comm-engine ce is emulated only"),
     ],
 )  # fmt: skip
 def test_bad_grids_are_one_line(args, needle, tmp_path):
@@ -206,9 +209,26 @@ def test_sm_carveout_is_a_tp_knob_and_a_flag():
 
     cands = candidates(parse_grid(["sm_carveout=default,16", "comm_ctas=8"]))
     assert [c.sm_carveout for c in cands] == [None, 16]
-    assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16, None)
+    assert "sm_carveout" in TP_KEYS and cands[1].tp() == (8, False, 16, None, None)
     assert cands[1].flags()[-4:] == ["--comm-ctas", "8", "--sm-carveout", "16"]
     assert cands[1].slug().endswith("-ctas8-carve16") and "carveout 16" in cands[1].text()
+
+
+def test_comm_engine_is_a_tp_knob_and_a_flag():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+
+    cands = candidates(parse_grid(["comm_engine=default,ce", "cuda_graphs=on"]))
+    assert [c.comm_engine for c in cands] == [None, "ce"]
+    # tp is timed at each engine: its best over both is the reference, never a tp slowed
+    # by the candidate's engine alone
+    assert "comm_engine" in TP_KEYS and cands[1].tp() == (None, True, None, None, "ce")
+    assert cands[0].fields().get("comm_engine") is None
+    assert cands[1].fields()["comm_engine"] == "ce"
+    assert cands[1].flags()[-3:] == ["--comm-engine", "ce", "--cuda-graphs"]
+    assert cands[1].slug() == "splits2-col1-ce-graphs" and "engine ce" in cands[1].text()
+    from domino_prof.commands.tune import _tp_text
+
+    assert _tp_text(cands[1]) == "default ctas, engine ce, graphs"
 
 
 def test_graph_scope_applies_to_the_candidates_with_graphs():

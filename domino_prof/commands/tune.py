@@ -6,12 +6,15 @@ repeatable; every combination is a candidate) ranges over ``splits``, ``col_spli
 ``split_sizes`` (``even`` or ``3:1``-style sizes that sum to --mbs; sizes set the
 micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default`` or N),
 ``sm_carveout`` (``default`` or N SMs left free by the GEMMs; ``--carveout-scope`` is a
-sweep-wide option), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+sweep-wide option), ``comm_engine`` (``sm`` or ``ce``: emulated copy-engine collectives,
+``--comm emulate`` only; a ``ce`` candidate with ``comm_ctas`` N is refused and listed
+skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
 launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
 and, once registered, domino-nocomm. tp takes none of the split knobs: it is timed once
-at each of its own settings (``comm_ctas`` x ``cuda_graphs`` x ``sm_carveout`` x ``mbs``,
+at each of its own settings (``comm_ctas`` x ``cuda_graphs`` x ``sm_carveout`` x ``mbs`` x
+``comm_engine``,
 riding in the first candidate run that has those settings) and the fastest *of the
 candidate's mbs* is the reference (the same tokens per step), never a tp slowed by the
 candidate's knob.
@@ -72,6 +75,16 @@ def _ctas_value(key: str, v: str) -> int | None:
     return None if v == "default" else _int_value(key, v)
 
 
+def _engine_value(key: str, v: str) -> str | None:
+    from domino_prof.reference_model.config import COMM_ENGINES
+
+    if v == "default":
+        return None
+    if v not in COMM_ENGINES:
+        raise ConfigError(f"--grid {key}: {v!r} is not one of default, {', '.join(COMM_ENGINES)}")
+    return v
+
+
 def _bool_value(key: str, v: str) -> bool:
     on = {"on": True, "true": True, "1": True, "yes": True}
     off = {"off": False, "false": False, "0": False, "no": False}
@@ -89,9 +102,10 @@ GRID_KEYS = {
     "cuda_graphs": (_bool_value, False),
     "sm_carveout": (_ctas_value, None),  # SMs GEMMs leave free (default: none)
     "mbs": (_int_value, None),  # sequences per step (default: --mbs); a workload knob
+    "comm_engine": (_engine_value, None),  # how collectives move data (default: run's, sm)
 }
 # tp takes these (its best at the candidate's mbs: the reference)
-TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs")
+TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs", "comm_engine")
 
 
 def parse_grid(items: list[str] | None) -> dict[str, list]:
@@ -129,16 +143,19 @@ class Settings:
     cuda_graphs: bool
     sm_carveout: int | None = None
     mbs: int | None = None  # None: the sweep's --mbs
+    comm_engine: str | None = None  # None: run's default (sm)
 
     def fields(self) -> dict:
-        """The RunConfig fields the candidate sets (mbs only when the grid sweeps it)."""
+        """The RunConfig fields the candidate sets (mbs and the engine only when given)."""
         f = {"splits": self.splits, "col_splits": self.col_splits,
              "split_sizes": self.split_sizes, "comm_ctas": self.comm_ctas,
              "cuda_graphs": self.cuda_graphs, "sm_carveout": self.sm_carveout}  # fmt: skip
+        if self.comm_engine is not None:
+            f["comm_engine"] = self.comm_engine
         return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
-        return (self.comm_ctas, self.cuda_graphs, self.sm_carveout, self.mbs)
+        return (self.comm_ctas, self.cuda_graphs, self.sm_carveout, self.mbs, self.comm_engine)
 
     def text(self) -> str:
         """'splits 2 (3+1), col 2, ctas 8, graphs'."""
@@ -152,6 +169,8 @@ class Settings:
             s += f", ctas {self.comm_ctas}"
         if self.sm_carveout is not None:
             s += f", carveout {self.sm_carveout}"
+        if self.comm_engine is not None:
+            s += f", engine {self.comm_engine}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -165,6 +184,8 @@ class Settings:
             s += f"-ctas{self.comm_ctas}"
         if self.sm_carveout is not None:
             s += f"-carve{self.sm_carveout}"
+        if self.comm_engine is not None:
+            s += f"-{self.comm_engine}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -179,6 +200,8 @@ class Settings:
             f += ["--comm-ctas", str(self.comm_ctas)]
         if self.sm_carveout is not None:
             f += ["--sm-carveout", str(self.sm_carveout)]
+        if self.comm_engine is not None:
+            f += ["--comm-engine", self.comm_engine]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -192,7 +215,8 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         sizes = v["split_sizes"]
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
-                                v["cuda_graphs"], v["sm_carveout"], v["mbs"]), None)  # fmt: skip
+                                v["cuda_graphs"], v["sm_carveout"], v["mbs"],
+                                v["comm_engine"]), None)  # fmt: skip
     return list(out)
 
 
@@ -334,7 +358,8 @@ def register(app: typer.Typer) -> None:
             "combination. Keys: splits (N), col_splits (K), split_sizes (even or sizes "
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
-            "candidate meets tp at its own mbs). A key not given keeps run's default.")),  # fmt: skip
+            "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
+            "--comm emulate only). A key not given keeps run's default.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
@@ -348,6 +373,7 @@ def register(app: typer.Typer) -> None:
         compile: bool = _opt("compile"),
         high_priority_comm: bool = _opt("high_priority_comm"),
         sm_carveout: int = _opt("sm_carveout"),
+        comm_engine: str = _opt("comm_engine"),
         carveout_scope: str = _opt("carveout_scope"),
         graph_scope: str = _opt("graph_scope"),
         seed: int = _opt("seed"),
@@ -385,6 +411,9 @@ def register(app: typer.Typer) -> None:
         g = parse_grid(grid)
         if not any(i.split("=")[0].strip().replace("-", "_") == "sm_carveout" for i in grid or []):
             g["sm_carveout"] = [sm_carveout]  # --sm-carveout: the one value, not swept
+        if comm_engine != "sm" and not any(
+                i.split("=")[0].strip().replace("-", "_") == "comm_engine" for i in grid or []):
+            g["comm_engine"] = [comm_engine]  # --comm-engine: likewise
         cands = candidates(g)
         base = {"model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
@@ -444,13 +473,15 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
             host["tp"] = True
             host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes()))
             continue
-        ctas, graphs, carve, mbs = ts
-        s = Settings(1, 1, None, ctas, graphs, carve, mbs)
+        ctas, graphs, carve, mbs, engine = ts
+        s = Settings(1, 1, None, ctas, graphs, carve, mbs, engine)
         fields = _graph_fields(base, {"comm_ctas": ctas, "cuda_graphs": graphs,
-                               "sm_carveout": carve, **({} if mbs is None else {"mbs": mbs})})
+                               "sm_carveout": carve, **({} if mbs is None else {"mbs": mbs}),
+                               **({} if engine is None else {"comm_engine": engine})})
         cfg = RunConfig.from_options(device=device, modes=("tp",), **fields)
         name = ("tp" + ("" if mbs is None else f"-mbs{mbs}") + ("" if ctas is None else
-                f"-ctas{ctas}") + ("-graphs" if graphs else ""))  # fmt: skip
+                f"-ctas{ctas}") + ("" if engine is None else f"-{engine}")
+                + ("-graphs" if graphs else ""))  # fmt: skip
         tp_plan.append({"name": name, "settings": s, "cfg": cfg, "error": None, "tp": True,
                         "tp_only": True})  # fmt: skip
     return plan + tp_plan
@@ -523,6 +554,8 @@ def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
 def _tp_text(s: Settings) -> str:
     parts = [f"mbs {s.mbs}"] if s.mbs is not None else []
     parts += [f"ctas {s.comm_ctas}" if s.comm_ctas is not None else "default ctas"]
+    parts += [f"carveout {s.sm_carveout}"] if s.sm_carveout is not None else []
+    parts += [f"engine {s.comm_engine}"] if s.comm_engine is not None else []
     return ", ".join(parts + (["graphs"] if s.cuda_graphs else []))
 
 
