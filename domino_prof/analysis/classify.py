@@ -185,7 +185,7 @@ _DTOD = re.compile(r"DtoD|PtoP|Device\s*->\s*Device|DeviceToDevice", re.IGNORECA
 _CE_WAIT = re.compile(r"^emulated_\w+_ce_wait$")
 
 
-def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
+def _emulated_stream_copies(dev, key: np.ndarray, copy: np.ndarray, kernel: np.ndarray,
                             source: np.ndarray) -> np.ndarray:  # fmt: skip
     """Copies (same-device DtoD ``gpu_memcpy`` events, or driver copy kernels ``memcpyN``)
     inside a call of the copy-engine stand-in: on their (rank, device, stream), in start
@@ -193,7 +193,8 @@ def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
     the nearest after them its wait kernel (``emulated_<coll>_ce_wait``: every copy run of
     a call ends at one). A copy between two calls (after one's last wait, before the next
     start), or beside compute that a CUDA graph put on the same stream, stays what it was.
-    All False in a trace with no emulated comm kernel."""
+    ``key``: each row's (rank, device, stream) id. All False in a trace with no emulated
+    comm kernel."""
     emu = source == EMULATED_KEY
     n = len(dev)
     if not emu.any():
@@ -201,11 +202,6 @@ def _emulated_stream_copies(dev, copy: np.ndarray, kernel: np.ndarray,
     cand = copy | (kernel & match_names(dev["name"], _DRIVER_COPY))
     if not cand.any():
         return cand
-    device = dev["device"].to_numpy(np.int64)
-    device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))
-    stream = dev["stream"].to_numpy(np.int64)
-    stream = np.where(stream >= 0, stream, dev["tid"].to_numpy(np.int64))
-    key = tuple_ids(dev["rank"].to_numpy(np.int64), device, stream)
     wait = emu & match_names(dev["name"], _CE_WAIT)
     order = np.lexsort((dev["ts"].to_numpy(np.int64), key))
     k, c, e, w = key[order], cand[order], emu[order], wait[order]
@@ -286,18 +282,19 @@ def _classify_gpu(
     # the comm emulator's copy-engine stand-in (--comm-engine ce): its copies run between
     # its own kernels on their stream, as same-device copies (eager) or the driver's
     # memcpy kernels of a graph's copy nodes: comm of that stream (docs/METRICS.md)
-    emu_copy = _emulated_stream_copies(dev, dtod, is_kernel, source)
-    kind[emu_copy] = "comm"
-    source[emu_copy] = EMULATED_KEY
-    dtod &= ~emu_copy
-
     device = dev["device"].to_numpy(np.int64)
     device = np.where(device >= 0, device, dev["pid"].to_numpy(np.int64))
     stream = dev["stream"].to_numpy(np.int64)
     stream = np.where(stream >= 0, stream, dev["tid"].to_numpy(np.int64))
+    rank = dev["rank"].to_numpy(np.int64)
+    stream_key = tuple_ids(rank, device, stream)
+    emu_copy = _emulated_stream_copies(dev, stream_key, dtod, is_kernel, source)
+    kind[emu_copy] = "comm"
+    source[emu_copy] = EMULATED_KEY
+    dtod &= ~emu_copy
+
     start = dev["ts"].to_numpy(np.int64)
     dur = np.maximum(dev["dur"].to_numpy(np.int64), 0)
-    rank = dev["rank"].to_numpy(np.int64)
     corr = dev["correlation"].to_numpy(np.int64)
 
     # --- launch join: (rank, correlation) -> the runtime/driver call -------------------
@@ -313,7 +310,7 @@ def _classify_gpu(
     counts["n_no_launch"] = int((~has_launch).sum())
     counts.update(step_counts(ctx))
 
-    counts.update(stream_overlap_counts(tuple_ids(rank, device, stream)[is_kernel],
+    counts.update(stream_overlap_counts(stream_key[is_kernel],
                                         start[is_kernel], (start + dur)[is_kernel]))  # fmt: skip
     # a graph launch's kernels: the "inside a step" forward rule does not hold for them
     graph = has_launch & j["api"].isin(GRAPH_APIS).to_numpy()

@@ -409,10 +409,10 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("`domino-prof tune` starts each candidate's ranks itself; run it "
                               "without torchrun")  # fmt: skip
         g = parse_grid(grid)
-        if not any(i.split("=")[0].strip().replace("-", "_") == "sm_carveout" for i in grid or []):
+        swept = {i.partition("=")[0].strip().replace("-", "_") for i in grid or []}
+        if "sm_carveout" not in swept:
             g["sm_carveout"] = [sm_carveout]  # --sm-carveout: the one value, not swept
-        if comm_engine != "sm" and not any(
-                i.split("=")[0].strip().replace("-", "_") == "comm_engine" for i in grid or []):
+        if comm_engine != "sm" and "comm_engine" not in swept:
             g["comm_engine"] = [comm_engine]  # --comm-engine: likewise
         cands = candidates(g)
         base = {"model": model, "layers": layers, "tp": tp, "seq": seq, "mbs": mbs,

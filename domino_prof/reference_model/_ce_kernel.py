@@ -1,6 +1,7 @@
-"""The copy-engine stand-in's two tiny kernels (``--comm-engine ce``; emulation/ce.py):
-compiled with NVRTC and launched with ``cuLaunchKernel`` as the paced stand-in's are
-(``_paced_kernel``), one thread each, no shared memory.
+"""The copy-engine stand-in's kernels (``--comm-engine ce``; emulation/ce.py), compiled
+with NVRTC and launched with ``cuLaunchKernel`` as the paced stand-in's are
+(``_paced_kernel``), no shared memory: a start and a wait of one thread each, and the
+reduction.
 
 * ``emulated_<coll>_ce_start(u64 *t0)``: writes %globaltimer to ``*t0`` (the call's clock);
 * ``emulated_<coll>_ce_wait(const u64 *t0, long long due)``: sleeps (``__nanosleep``, no
@@ -14,8 +15,9 @@ compiled with NVRTC and launched with ``cuLaunchKernel`` as the paced stand-in's
 
 Named ``emulated_allreduce_...`` etc. so the analyzer's emulated family counts them as comm
 (emulation/marker.py); the copies between them are same-device copies on the same stream,
-which the analyzer counts as comm on a stream that runs emulated comm kernels
-(docs/METRICS.md "Device activity"). Imported lazily by ``emulate.py`` (needs CUDA).
+which the analyzer counts as comm when they lie inside a call (after a kernel of the family,
+before a wait: docs/METRICS.md "Device activity"). Imported lazily by ``emulate.py`` (needs
+CUDA).
 """
 
 from __future__ import annotations
