@@ -11,6 +11,16 @@ gives several per step). The classes go
 by kernel name: ``emulated`` comm stand-ins and ``nccl`` kernels are comm; cuBLAS
 (``nvjet``, ``gemm``, ``cutlass``) and the Triton tile (``mm_kernel``) are GEMMs; cuDNN /
 flash SDPA kernels are attention; names with ``norm`` are norms; the rest is other.
+
+``--split``: the split's own cost (domino-nocomm's step − nocomm's, issue 34) by class,
+for run directories that hold both modes' traces. Here the device's memory ops count
+too (``gpu_memcpy`` → copy, ``gpu_memset`` → set: the micro-batch buffers' copies are
+split cost), each class with its events per step, and **gaps**: per stream, the idle
+time between one device event's end and the next one's start, where it is under
+:data:`GAP_MAX_US` (kernel-to-kernel launch latency inside a graph; longer idles are the
+host's waits between steps). Printed: each class's ms per step in nocomm, in
+domino-nocomm and the difference, and the sum of the differences beside run.json's
+measured ``limits.split_ms`` (per profiled step).
 """
 
 from __future__ import annotations
@@ -22,6 +32,10 @@ import json
 from pathlib import Path
 
 CLASSES = ("gemm", "attn", "norm", "comm", "other")
+SPLIT_CLASSES = ("gemm", "attn", "norm", "comm", "copy", "set", "other")
+SPLIT_MODES = ("nocomm", "domino-nocomm")
+GAP_MAX_US = 100.0  # --split: a longer idle on a stream is no launch gap
+_MEMORY = {"gpu_memcpy": "copy", "gpu_memset": "set"}
 
 
 def kernel_class(name: str) -> str:
@@ -58,21 +72,98 @@ def classes(trace: dict, steps: int) -> dict[str, float]:
     return {k: c[k] / 1e3 / n for k in CLASSES}
 
 
+def device_classes(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
+    """--split's classes: ``{class: (ms per step, events per step)}`` over kernels and
+    memory ops (:data:`SPLIT_CLASSES`), and ``"gaps"``: (ms per step of idle under
+    :data:`GAP_MAX_US` between consecutive device events of a stream, its count)."""
+    t: collections.Counter = collections.Counter()
+    n: collections.Counter = collections.Counter()
+    by_stream: dict = collections.defaultdict(list)
+    for e in trace.get("traceEvents", []):
+        cat = e.get("cat")
+        if e.get("ph") != "X" or (cat != "kernel" and cat not in _MEMORY):
+            continue
+        c = _MEMORY.get(cat) or kernel_class(str(e.get("name", "")))
+        ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
+        t[c] += dur
+        n[c] += 1
+        args = e.get("args") or {}
+        by_stream[(e.get("pid"), args.get("device"), args.get("stream", e.get("tid")))].append(
+            (ts, ts + dur))
+    for ivs in by_stream.values():
+        ivs.sort()
+        end = None
+        for s0, s1 in ivs:
+            if end is not None and 0.0 < s0 - end < GAP_MAX_US:
+                t["gaps"] += s0 - end
+                n["gaps"] += 1
+            end = s1 if end is None else max(end, s1)
+    return {k: (t[k] / 1e3 / steps, n[k] / steps) for k in (*SPLIT_CLASSES, "gaps")}
+
+
+def split_rows(base: dict, split: dict) -> list[tuple[str, float, float, float, float, float]]:
+    """(class, base ms, split ms, difference ms, base events, split events) per class of
+    two :func:`device_classes`, then ``"total"``: the times' sums (gaps included) and the
+    device events' (the gaps' counts are no events)."""
+    rows = [(k, base[k][0], split[k][0], split[k][0] - base[k][0], base[k][1], split[k][1])
+            for k in (*SPLIT_CLASSES, "gaps")]  # fmt: skip
+    ms = tuple(sum(r[i] for r in rows) for i in (1, 2, 3))
+    events = tuple(sum(r[i] for r in rows[:-1]) for i in (4, 5))
+    return rows + [("total", *ms, *events)]
+
+
+def _steps_of(run: Path, steps: int | None) -> int:
+    if steps is not None:
+        return steps
+    try:
+        cfg = json.loads((run / "run.json").read_text(encoding="utf-8"))["config"]
+        return int(cfg["profile_steps"])
+    except (OSError, KeyError, ValueError, TypeError):
+        raise SystemExit(f"{run}: no run.json with config.profile_steps; pass --steps N")
+
+
+def _measured_split(run: Path) -> float | None:
+    try:
+        v = json.loads((run / "run.json").read_text(encoding="utf-8"))["limits"]["split_ms"]
+        return None if v is None else float(v)
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def _print_split(run: Path, steps: int) -> None:
+    traces = {m: _trace(run / m) for m in SPLIT_MODES}
+    missing = [m for m, t in traces.items() if t is None]
+    if missing:
+        raise SystemExit(f"{run}: no {' or '.join(missing)} trace (rank0.pt.trace.json[.gz]); "
+                         "--split needs a run of --mode all")  # fmt: skip
+    rows = split_rows(*(device_classes(traces[m], steps) for m in SPLIT_MODES))
+    print(f"{run.name}: the split's own cost by class, per profiled step "
+          f"(nocomm -> domino-nocomm)")  # fmt: skip
+    print(f"  {'class':8} {'nocomm ms':>10} {'split ms':>10} {'diff ms':>9} "
+          f"{'events':>8} {'events':>8}")  # fmt: skip
+    for k, b, s, d, nb, ns in rows:
+        print(f"  {k:8} {b:10.2f} {s:10.2f} {d:+9.2f} {nb:8.0f} {ns:8.0f}")
+    m = _measured_split(run)
+    if m is not None:
+        print(f"  measured split (run.json limits.split_ms): {m:.2f} ms; "
+              f"the classes' difference: {rows[-1][3]:.2f} ms")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run directories (one per mode inside)")
     ap.add_argument("--steps", type=int, default=None,
                     help="profiled steps per trace (default: run.json's config.profile_steps)")
+    ap.add_argument("--split", action="store_true",
+                    help="the split's own cost by class (nocomm against domino-nocomm)")
     a = ap.parse_args()
+    if a.split:
+        for run in a.runs:
+            _print_split(run, _steps_of(run, a.steps))
+        return
     print(f"{'run':28} {'mode':14} " + " ".join(f"{k:>7}" for k in CLASSES) + "   (ms / step)")
     for run in a.runs:
-        steps = a.steps
-        if steps is None:
-            try:
-                cfg = json.loads((run / "run.json").read_text(encoding="utf-8"))["config"]
-                steps = int(cfg["profile_steps"])
-            except (OSError, KeyError, ValueError, TypeError):
-                raise SystemExit(f"{run}: no run.json with config.profile_steps; pass --steps N")
+        steps = _steps_of(run, a.steps)
         for d in sorted(p for p in run.iterdir() if p.is_dir()):
             t = _trace(d)
             if t is None:

@@ -125,6 +125,8 @@ def _command(cfg: dict, comm: dict | None = None) -> str:
     # the knobs of issue 34, where a run set them (run.json's config; absent before them)
     if cfg.get("splits", 2) != 2:
         parts.append(f"--splits {cfg['splits']}")
+    if cfg.get("wgrad_in", "joint") != "joint":
+        parts.append(f"--wgrad-in {cfg['wgrad_in']}")
     if cfg.get("col_splits", 1) != 1:
         parts.append(f"--col-splits {cfg['col_splits']}")
     if cfg.get("comm_ctas") is not None:

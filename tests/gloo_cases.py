@@ -88,6 +88,15 @@ SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micr
     ("sp-sizes31", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp"}),
     ("sp-sizes13-graphs", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino-sp",
                            "graphs": True}),  # fmt: skip
+    # --wgrad-in accumulate: w_in's gradient one GEMM per micro-batch (uneven rows, with
+    # the column split, under the CPU emulation of CUDA graphs and of a whole-step graph)
+    ("sizes31-acc", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino",
+                     "wgrad_in": "accumulate"}),  # fmt: skip
+    ("sizes121-col2-acc-graphs", {"splits": 3, "split_sizes": (1, 2, 1), "col_splits": 2,
+                                  "schedule": "domino", "graphs": True,
+                                  "wgrad_in": "accumulate"}),  # fmt: skip
+    ("domino2-acc-step-graph", {"splits": 2, "schedule": "domino", "graphs": True,
+                                "graph_scope": "step", "wgrad_in": "accumulate"}),  # fmt: skip
 )
 
 

@@ -69,3 +69,67 @@ def test_cli_reads_the_steps_from_run_json_and_names_a_run_without(tmp_path):
                                       ("flash_bwd_kernel", "attn")])  # fmt: skip
 def test_kernel_class(name, cls):
     assert _mod().kernel_class(name) == cls
+
+
+def _d(cat, name, ts, dur, stream=7):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 0,
+            "args": {"device": 0, "stream": stream}}  # fmt: skip
+
+
+# Two profiled steps, hand-worked. nocomm: a GEMM 0-10, a gap of 2, an attention 12-20;
+# a second stream's kernel 0-4 (no gap: alone on its stream). 200 µs later a norm (a gap
+# over GAP_MAX_US: the host's wait, not counted).
+BASE = {"traceEvents": [
+    _d("kernel", "nvjet_sm90_tst_256x128", 0.0, 10.0),
+    _d("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", 12.0, 8.0),
+    _d("kernel", "ncclDevKernel_AllReduce", 0.0, 4.0, stream=20),
+    _d("kernel", "vectorized_layer_norm_kernel", 220.0, 2.0),
+]}  # fmt: skip
+# domino-nocomm: two half GEMMs (0-6, 7-13), a copy 13.5-15.5, a set 16-16.5, two
+# attentions 17-24 and 25-32: gaps 1 + 0.5 + 0.5 + 0.5 + 1 = 3.5 µs (5 of them).
+SPLIT = {"traceEvents": [
+    _d("kernel", "nvjet_sm90_tst_128x128", 0.0, 6.0),
+    _d("kernel", "nvjet_sm90_tst_128x128", 7.0, 6.0),
+    _d("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 13.5, 2.0),
+    _d("gpu_memset", "Memset (Unknown)", 16.0, 0.5),
+    _d("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", 17.0, 7.0),
+    _d("kernel", "cudnn_generated_fort_native_sdpa_sm90_flash_bprop", 25.0, 7.0),
+]}  # fmt: skip
+
+
+def test_split_classes_count_memory_ops_and_launch_gaps():
+    m = _mod()
+    b, s = m.device_classes(BASE, 2), m.device_classes(SPLIT, 2)
+    # per step (÷ 2), ms (÷ 1000): nocomm gemm 10 µs -> 0.005 ms, 0.5 events
+    assert b["gemm"] == (0.005, 0.5) and b["attn"] == (0.004, 0.5)
+    assert b["comm"] == (0.002, 0.5) and b["norm"] == (0.001, 0.5)
+    assert b["gaps"] == (0.001, 0.5)  # the 2 µs gap; the 200 µs idle is none
+    assert s["gemm"] == (0.006, 1.0) and s["attn"] == (0.007, 1.0)
+    assert s["copy"] == (0.001, 0.5) and s["set"] == (0.00025, 0.5)
+    assert s["gaps"] == (0.00175, 2.5)
+    rows = {r[0]: r for r in m.split_rows(b, s)}
+    assert rows["attn"][3] == pytest.approx(0.003)
+    assert rows["gaps"][3] == pytest.approx(0.00075)
+    # totals: nocomm 10 + 8 + 4 + 2 + 2 (gap) = 26 µs -> 0.013; split 12 + 2 + 0.5 + 14
+    # + 3.5 = 32 µs -> 0.016; events 2 and 3 per step (gaps' counts not summed)
+    assert rows["total"][1:] == pytest.approx((0.013, 0.016, 0.003, 2.0, 3.0))
+
+
+def test_split_cli_names_a_run_without_domino_nocomm(tmp_path):
+    run = tmp_path / "run"
+    for mode, tr in (("nocomm", BASE), ("domino-nocomm", SPLIT)):
+        (run / mode).mkdir(parents=True)
+        (run / mode / "rank0.pt.trace.json").write_text(json.dumps(tr))
+    (run / "run.json").write_text(json.dumps({"config": {"profile_steps": 2},
+                                              "limits": {"split_ms": 0.004}}))  # fmt: skip
+    p = subprocess.run([sys.executable, str(PATH), "--split", str(run)], capture_output=True,
+                       text=True, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (attn,) = [ln.split() for ln in p.stdout.splitlines() if ln.split()[:1] == ["attn"]]
+    assert attn == ["attn", "0.00", "0.01", "+0.00", "0", "1"]
+    assert "measured split (run.json limits.split_ms): 0.00 ms" in p.stdout
+    (run / "domino-nocomm" / "rank0.pt.trace.json").unlink()
+    p = subprocess.run([sys.executable, str(PATH), "--split", str(run)], capture_output=True,
+                       text=True, check=False)  # fmt: skip
+    assert p.returncode != 0 and "no domino-nocomm trace" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -19,6 +19,9 @@ from domino_prof.reference_model.carveout import SCOPES as CARVEOUT_SCOPES
 OVERLAP_GEMMS = ("cublas", "triton", "triton-covered")
 # --comm-engine's kinds (emulate.py plays "ce"; emulation/ce.py models it)
 COMM_ENGINES = ("sm", "ce")
+# --wgrad-in's kinds (units._acc_mm_in): how the column-parallel weights' gradients read
+# the micro-batches' norm outputs
+WGRAD_INS = ("joint", "accumulate")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -365,6 +368,15 @@ class RunConfig:
                                "faster beside it; CUDA, eager or --cuda-graphs) or "
                                "triton-covered (those tiles only while the collective's "
                                "expected time still covers the GEMM).")  # fmt: skip
+    # the micro-batched all-reduce schedules' column-parallel weight gradients (wqkv, w13):
+    # one GEMM over the [ΣT, d] buffer of norm outputs (each copied in: the fused norm
+    # kernel takes no out=) or one GEMM per micro-batch accumulating, no copy (units.py).
+    # joint stays the default until a GPU measures accumulate (issue 34: the copies are
+    # 1.6 ms of the headline's 7.4 ms split, reports/split-classes-2026-12-05)
+    wgrad_in: str = _field("joint", "--wgrad-in", "Micro-batched all-reduce schedules: the "
+                           "column-parallel weights' gradients as one GEMM over every "
+                           "micro-batch (joint: their norm outputs copied into one buffer) or "
+                           "one GEMM per micro-batch (accumulate: no copy).")  # fmt: skip
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
@@ -544,6 +556,9 @@ class RunConfig:
         if self.carveout_scope not in CARVEOUT_SCOPES:
             raise ConfigError(f"--carveout-scope must be {' or '.join(CARVEOUT_SCOPES)}, got "
                               f"{self.carveout_scope!r}")  # fmt: skip
+        if self.wgrad_in not in WGRAD_INS:
+            raise ConfigError(f"--wgrad-in must be {' or '.join(WGRAD_INS)}, got "
+                              f"{self.wgrad_in!r}")  # fmt: skip
         if self.overlap_gemm not in OVERLAP_GEMMS:
             raise ConfigError(f"--overlap-gemm must be one of {', '.join(OVERLAP_GEMMS)}, got "
                               f"{self.overlap_gemm!r}")  # fmt: skip

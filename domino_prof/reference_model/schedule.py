@@ -49,7 +49,9 @@ class StepRunner:
     micro-batches (used only by a micro-batched schedule; else 1), of ``split_sizes``
     sequences each (a micro-batched schedule; None: the batch split evenly);
     ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
-    with ``col_split``; tp_step.py). The older spelling
+    with ``col_split``; tp_step.py); ``wgrad_in``: "joint" or "accumulate", how the
+    all-reduce schedules' column-parallel weight gradients read the micro-batches' norm
+    outputs (``--wgrad-in``, units._acc_mm_in). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
     ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests), or of the
     whole step with its collectives (``graph_scope="step"``; executor.py);
@@ -69,6 +71,7 @@ class StepRunner:
         schedule: str | None = None,
         splits: int = 1,
         col_splits: int = 1,
+        wgrad_in: str = "joint",
         split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
@@ -95,6 +98,7 @@ class StepRunner:
         if model.cfg.dim % col_splits:
             raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
         self.col_splits = col_splits
+        self.wgrad_in = wgrad_in  # tp_step.AllReduceStep (config.WGRAD_INS)
         self.sp = self.spec.sequence_parallel
         self.graphs = graphs
         dev = model.tok_embeddings.weight.device
@@ -227,6 +231,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         schedule=m.schedule,
         splits=cfg.splits_for(mode),
         col_splits=cfg.col_splits_for(mode),
+        wgrad_in=getattr(cfg, "wgrad_in", "joint"),
         split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,

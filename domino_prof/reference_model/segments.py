@@ -42,20 +42,26 @@ def _rows_of(t_all, rows, T: int):
 
 
 def seg_fwd(kind: str, h, y, w_norm, w_in, w_out, rope, b: int, dims: U.Dims, rows, xs,
-            cols: int = 1):  # fmt: skip
+            cols: int = 1, keep_n: bool = False):  # fmt: skip
     """All-reduce TP forward of one layer for one micro-batch (``rows``: its rows of the
     [ΣT, ·] buffers, see _mb_slot): residual, norm, core. ``xs``: the unit's (n, x)
     buffers from the micro-batch that came first (None for it). Returns (a, h, rstd,
     n_all, x_all, *core_saved); ``a`` is partial over ranks: [T, d], or with ``cols``
     K > 1 the [K, T, d/K] buffer of the row-parallel GEMM's column chunks with chunk 0
-    computed (the others: :func:`seg_out_chunk`)."""
+    computed (the others: :func:`seg_out_chunk`). ``keep_n`` (``--wgrad-in
+    accumulate``): the norm output is not copied into a [ΣT, d] buffer (the fused norm
+    kernel takes no ``out=``: one [T, d] copy per unit and micro-batch); ``n_all`` is
+    this micro-batch's own n, and w_in's gradient is one GEMM per micro-batch."""
     K = LAYER_KINDS[kind]
     h = U.residual_add(h, y)  # [T, d]
     n, rstd = U.norm_fwd(h, w_norm, dims.eps)
     n_all, x_all = xs if xs is not None else (None, None)
-    n_all, slot = _mb_slot(n, rows, n_all, n.shape[1])
-    if slot is not None:
-        n = slot.copy_(n)
+    if keep_n:
+        n_all = n
+    else:
+        n_all, slot = _mb_slot(n, rows, n_all, n.shape[1])
+        if slot is not None:
+            n = slot.copy_(n)
     x_all, x_slot = _mb_slot(n, rows, x_all, K.x_width(dims))
     a, saved, x = K.core_fwd(n, w_in, w_out if cols == 1 else None, rope, b, dims, x_out=x_slot)
     if cols > 1:

@@ -69,6 +69,9 @@ class AllReduceStep(StepBase):
         super().__init__(runner, tokens, targets, sizes)
         n = self.n
         self.col_splits: int = runner.col_splits  # K: column chunks of each partial sum
+        # "joint": w_in's gradient one GEMM over the [ΣT, d] buffer of norm outputs;
+        # "accumulate": one GEMM per micro-batch, the norm outputs not copied (seg_fwd)
+        self.wgrad_in: str = runner.wgrad_in
         self.cur: list = [None] * n  # b -> (h, y): the next unit's input is h + y
         # b -> (key, the partial sums to all-reduce next: [T, d], or K > 1 its chunk buffer)
         self.out: list = [None] * n
@@ -125,10 +128,17 @@ class AllReduceStep(StepBase):
             self.losses.append(self._head_forward(b, h, y))
             return
         w_norm, w_in, w_out = u.weights
+        xs = self.xs.get(u.index)
+        keep_n = self.wgrad_in == "accumulate" and self.rows[b] is not None
+        ns = ()
+        if keep_n and xs is not None:  # the micro-batches' own norm outputs so far
+            ns, xs = xs[0], (None, xs[1])
         a, h, rstd, n_all, x_all, *core = self.ex.run(
             ("F", u.index, b), S.seg_fwd, u.kind, h, y, w_norm, w_in, w_out, self.rope,
-            self.b_mb[b], self.dims, self.rows[b], self.xs.get(u.index), self.col_splits,
+            self.b_mb[b], self.dims, self.rows[b], xs, self.col_splits, keep_n,
         )  # fmt: skip
+        if keep_n:  # ((row offset, n_b), ...) for units.attn_wgrad / mlp_wgrad
+            n_all = (*ns, (self.rows[b][0], n_all))
         self.xs[u.index] = (n_all, x_all)
         self.acts[u.index, b] = LayerActs(h=h, rstd=rstd, core=tuple(core))
         self._partial(b, ("y", u.index, b), a, ("Y", u.index, x_all, w_out, True))

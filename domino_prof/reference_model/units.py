@@ -114,6 +114,18 @@ def _acc_mm(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool) -
         grad.addmm_(a, b)
 
 
+def _acc_mm_in(grad: torch.Tensor, dy: torch.Tensor, n, first: bool) -> None:
+    """The column-parallel weight's gradient: grad (=|+=) dyᵀ n. ``n`` [ΣT, d]: one GEMM
+    over every micro-batch's rows; or (``--wgrad-in accumulate``) the micro-batches'
+    norm outputs where the norm wrote them, ((row offset, n_b [T_b, d]), ...): one GEMM
+    per micro-batch, dy's rows [off, off + T_b) against n_b, accumulated into grad."""
+    if isinstance(n, torch.Tensor):
+        _acc_mm(grad, dy.t(), n, first)
+        return
+    for i, (off, nb) in enumerate(n):
+        _acc_mm(grad, dy[off : off + nb.shape[0]].t(), nb, first and i == 0)
+
+
 def norm_bwd(dn, x, rstd, w, w_grad, first: bool = False) -> torch.Tensor:
     """dx for n = rmsnorm(x)·w given dn; accumulates dw into ``w_grad``.
 
@@ -339,10 +351,16 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     dq, dk, dv = sdpa_bwd(do, q, k, v, o, ctx)
     dqk = torch.cat([dq, dk], 1).transpose(1, 2)  # [b, S, Hl + Kl, D]
     dqk = rope_rotate(dqk, rope_conj)  # rotation back: the inverse of the forward's
-    dqkv = torch.cat([dqk, dv.transpose(1, 2)], 2)  # [b, S, Hl + 2Kl, D]
-    dqkv = _bshd_to_tokens(dqkv, dims)  # [T, (Hl + 2Kl)·D]
-    if dqkv_out is not None:
-        dqkv = dqkv_out.copy_(dqkv)
+    parts = [dqk, dv.transpose(1, 2)]  # [b, S, Hl + Kl, D], [b, S, Kl, D]
+    if dqkv_out is not None and not dims.seq_major and not torch.compiler.is_compiling():
+        # eager / a graph: concatenated straight into the kept slot, no copy of dqkv
+        # (a token-major slot is the [b, S, Hl + 2Kl, D] tensor itself, contiguous)
+        dqkv = dqkv_out
+        torch.cat(parts, 2, out=dqkv_out.view(b, S, -1, dims.head_dim))
+    else:
+        dqkv = _bshd_to_tokens(torch.cat(parts, 2), dims)  # [T, (Hl + 2Kl)·D]
+        if dqkv_out is not None:
+            dqkv = dqkv_out.copy_(dqkv)
     dn = None if wqkv is None else _mm(dqkv, wqkv)  # [T, d]  partial over ranks
     return dn, dqkv, o2
 
@@ -350,7 +368,7 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
 def attn_wgrad(da, dqkv, o2, n, wqkv_grad, wo_grad, first: bool) -> None:
     """dWo += daᵀ o2 (row-parallel, local); dWqkv += dqkvᵀ n (column-parallel, local)."""
     _acc_mm(wo_grad, da.t(), o2, first)  # [d, Hl·D]
-    _acc_mm(wqkv_grad, dqkv.t(), n, first)  # [(Hl + 2Kl)·D, d]
+    _acc_mm_in(wqkv_grad, dqkv, n, first)  # [(Hl + 2Kl)·D, d]
 
 
 # --- SwiGLU sub-layer core (column-parallel w13 ... row-parallel w2) ------------------
@@ -390,7 +408,7 @@ def mlp_dgrad(da, saved, w13, w2, dims: Dims, dgu_out=None):
 
 def mlp_wgrad(da, dgu, p, n, w13_grad, w2_grad, first: bool) -> None:
     _acc_mm(w2_grad, da.t(), p, first)  # [d, Fl]
-    _acc_mm(w13_grad, dgu.t(), n, first)  # [2Fl, d]
+    _acc_mm_in(w13_grad, dgu, n, first)  # [2Fl, d]
 
 
 # --- LM head: vocab-parallel logits and cross-entropy ---------------------------------
