@@ -245,3 +245,19 @@ def test_graph_scope_applies_to_the_candidates_with_graphs():
     flags = T._base_flags(on, layers=0)
     assert flags[flags.index("--graph-scope") + 1] == "step"
     assert "--graph-scope" not in T._base_flags(plan[0]["cfg"], layers=0)
+
+
+def test_wgrad_in_is_a_candidate_knob_not_tps():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+
+    cands = candidates(parse_grid(["wgrad_in=default,accumulate"]))
+    assert [c.wgrad_in for c in cands] == [None, "accumulate"]
+    assert "wgrad_in" not in TP_KEYS and cands[0].tp() == cands[1].tp()  # one tp for both
+    assert "wgrad_in" not in cands[0].fields()
+    assert cands[1].fields()["wgrad_in"] == "accumulate"
+    assert cands[1].flags()[-2:] == ["--wgrad-in", "accumulate"]
+    assert cands[1].slug() == "splits2-col1-wgrad-accumulate"
+    assert cands[1].text() == "splits 2, col 1, wgrad-in accumulate"
+    with pytest.raises(T.ConfigError, match="--grid wgrad_in: 'x' is not one of default, joint, "
+                                          "accumulate"):  # fmt: skip
+        parse_grid(["wgrad_in=x"])

@@ -8,7 +8,8 @@ micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default``
 ``sm_carveout`` (``default`` or N SMs left free by the GEMMs; ``--carveout-scope`` is a
 sweep-wide option), ``comm_engine`` (``sm`` or ``ce``: emulated copy-engine collectives,
 ``--comm emulate`` only; a ``ce`` candidate with ``comm_ctas`` N is refused and listed
-skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+skipped), ``wgrad_in`` (``joint`` or ``accumulate``: how domino's column-parallel weight
+gradients read the micro-batches; not a tp knob), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
 launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
@@ -85,6 +86,16 @@ def _engine_value(key: str, v: str) -> str | None:
     return v
 
 
+def _wgrad_value(key: str, v: str) -> str | None:
+    from domino_prof.reference_model.config import WGRAD_INS
+
+    if v == "default":
+        return None
+    if v not in WGRAD_INS:
+        raise ConfigError(f"--grid {key}: {v!r} is not one of default, {', '.join(WGRAD_INS)}")
+    return v
+
+
 def _bool_value(key: str, v: str) -> bool:
     on = {"on": True, "true": True, "1": True, "yes": True}
     off = {"off": False, "false": False, "0": False, "no": False}
@@ -103,6 +114,7 @@ GRID_KEYS = {
     "sm_carveout": (_ctas_value, None),  # SMs GEMMs leave free (default: none)
     "mbs": (_int_value, None),  # sequences per step (default: --mbs); a workload knob
     "comm_engine": (_engine_value, None),  # how collectives move data (default: run's, sm)
+    "wgrad_in": (_wgrad_value, None),  # domino's w_in gradients (default: run's, joint)
 }
 # tp takes these (its best at the candidate's mbs: the reference)
 TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs", "comm_engine")
@@ -144,6 +156,7 @@ class Settings:
     sm_carveout: int | None = None
     mbs: int | None = None  # None: the sweep's --mbs
     comm_engine: str | None = None  # None: run's default (sm)
+    wgrad_in: str | None = None  # None: run's default (joint); not tp's (one micro-batch)
 
     def fields(self) -> dict:
         """The RunConfig fields the candidate sets (mbs and the engine only when given)."""
@@ -152,6 +165,8 @@ class Settings:
              "cuda_graphs": self.cuda_graphs, "sm_carveout": self.sm_carveout}  # fmt: skip
         if self.comm_engine is not None:
             f["comm_engine"] = self.comm_engine
+        if self.wgrad_in is not None:
+            f["wgrad_in"] = self.wgrad_in
         return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
@@ -171,6 +186,8 @@ class Settings:
             s += f", carveout {self.sm_carveout}"
         if self.comm_engine is not None:
             s += f", engine {self.comm_engine}"
+        if self.wgrad_in is not None:
+            s += f", wgrad-in {self.wgrad_in}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -186,6 +203,8 @@ class Settings:
             s += f"-carve{self.sm_carveout}"
         if self.comm_engine is not None:
             s += f"-{self.comm_engine}"
+        if self.wgrad_in is not None:
+            s += f"-wgrad-{self.wgrad_in}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -202,6 +221,8 @@ class Settings:
             f += ["--sm-carveout", str(self.sm_carveout)]
         if self.comm_engine is not None:
             f += ["--comm-engine", self.comm_engine]
+        if self.wgrad_in is not None:
+            f += ["--wgrad-in", self.wgrad_in]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -216,7 +237,7 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
                                 v["cuda_graphs"], v["sm_carveout"], v["mbs"],
-                                v["comm_engine"]), None)  # fmt: skip
+                                v["comm_engine"], v["wgrad_in"]), None)  # fmt: skip
     return list(out)
 
 
@@ -359,7 +380,7 @@ def register(app: typer.Typer) -> None:
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
-            "--comm emulate only). A key not given keeps run's default.")),  # fmt: skip
+            "--comm emulate only), wgrad_in (default, joint, accumulate). A key not given keeps run's default.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
