@@ -92,7 +92,7 @@ def dynamo_only(monkeypatch):
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
 
 
-@pytest.mark.parametrize("schedule", ["tp", "sp", "domino-sp", "domino-col2"])
+@pytest.mark.parametrize("schedule", ["tp", "sp", "domino-sp", "domino-col2", "domino-acc"])
 def test_compiled_step_counts(schedule, dynamo_only):
     torch._dynamo.reset()  # no entries from another test's compiled segments
     cfg = _cfg()
@@ -100,8 +100,10 @@ def test_compiled_step_counts(schedule, dynamo_only):
     comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=1, device=torch.device("cpu"), dtype=torch.float32)
     col = 2 if schedule.endswith("-col2") else 1
-    runner = StepRunner(model, comm, schedule=schedule.removesuffix("-col2"), splits=2,
-                        col_splits=col, compile=True, record=True)  # fmt: skip
+    wgrad_in = "accumulate" if schedule.endswith("-acc") else "joint"  # --wgrad-in
+    runner = StepRunner(model, comm, schedule=schedule.removesuffix("-col2").removesuffix("-acc"),
+                        splits=2, col_splits=col, compile=True, record=True,
+                        wgrad_in=wgrad_in)  # fmt: skip
 
     c0 = _dynamo_counts()
     runner.step(inp, tgt)  # compiles
