@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from domino_prof.reference_model import units
 from domino_prof.reference_model.comm import ProcessGroupComm
-from domino_prof.reference_model.config import preset
+from domino_prof.reference_model.config import WGRAD_INS, preset
 from domino_prof.reference_model.modes import SCHEDULES
 from domino_prof.reference_model.parallel import build_reference, shard_model
 from domino_prof.reference_model.schedule import StepRunner
@@ -61,6 +61,7 @@ from domino_prof.reference_model.verify import batch
 
 GRAPH_INFLIGHT = 8  # --graph-inflight
 GRAPH_SCOPE = "segment"  # --graph-scope (the graphs variants)
+WGRAD_IN = "joint"  # --wgrad-in (the micro-batched all-reduce schedules)
 
 
 def _sync(dev) -> None:
@@ -211,6 +212,7 @@ def bench_schedule(
         compile=compile,
         graph_inflight=GRAPH_INFLIGHT,
         graph_scope=GRAPH_SCOPE,
+        wgrad_in=WGRAD_IN,
     )
     t0 = time.perf_counter()
     runner.step(inp, tgt)  # capture / compile / warm up outside the timing
@@ -342,9 +344,13 @@ def main(argv=None) -> int:
                     help="what one CUDA graph holds in the graphs variants (executor.py)")
     ap.add_argument("--attention", default="auto", choices=units.ATTENTION_KERNELS,
                     help="fused attention kernel on CUDA (units.set_attention)")  # fmt: skip
+    ap.add_argument("--wgrad-in", default="joint", choices=WGRAD_INS,
+                    help="how domino's column-parallel weight gradients read their input "
+                    "(StepRunner.wgrad_in; tp runs one micro-batch, either is the same)")
     a = ap.parse_args(argv)
     units.set_attention(a.attention)
-    global GRAPH_INFLIGHT, GRAPH_SCOPE
+    global GRAPH_INFLIGHT, GRAPH_SCOPE, WGRAD_IN
+    WGRAD_IN = a.wgrad_in
     GRAPH_INFLIGHT = a.graph_inflight
     GRAPH_SCOPE = a.graph_scope
     dev = torch.device(
@@ -383,6 +389,7 @@ def main(argv=None) -> int:
         "step": "forward + backward, no optimizer",
         "graph_inflight": a.graph_inflight,
         "graph_scope": a.graph_scope,
+        "wgrad_in": a.wgrad_in,
         "attention": units.attention_kernel(dev, dtype),
     }
     if cuda:
