@@ -62,6 +62,7 @@ from domino_prof.reference_model.verify import batch
 GRAPH_INFLIGHT = 8  # --graph-inflight
 GRAPH_SCOPE = "segment"  # --graph-scope (the graphs variants)
 WGRAD_IN = "joint"  # --wgrad-in (the micro-batched all-reduce schedules)
+MB_STREAMS = 1  # --mb-streams (domino with 2 micro-batches)
 
 
 def _sync(dev) -> None:
@@ -213,6 +214,7 @@ def bench_schedule(
         graph_inflight=GRAPH_INFLIGHT,
         graph_scope=GRAPH_SCOPE,
         wgrad_in=WGRAD_IN,
+        mb_streams=MB_STREAMS if name == "domino" and splits == 2 else 1,
     )
     t0 = time.perf_counter()
     runner.step(inp, tgt)  # capture / compile / warm up outside the timing
@@ -347,10 +349,13 @@ def main(argv=None) -> int:
     ap.add_argument("--wgrad-in", default="joint", choices=WGRAD_INS,
                     help="how domino's column-parallel weight gradients read their input "
                     "(StepRunner.wgrad_in; tp runs one micro-batch, either is the same)")
+    ap.add_argument("--mb-streams", type=int, default=1, choices=(1, 2),
+                    help="domino's micro-batches on one stream (1) or a stream each (2; "
+                    "StepRunner.mb_streams; eager and --graph-scope step)")
     a = ap.parse_args(argv)
     units.set_attention(a.attention)
-    global GRAPH_INFLIGHT, GRAPH_SCOPE, WGRAD_IN
-    WGRAD_IN = a.wgrad_in
+    global GRAPH_INFLIGHT, GRAPH_SCOPE, WGRAD_IN, MB_STREAMS
+    WGRAD_IN, MB_STREAMS = a.wgrad_in, a.mb_streams
     GRAPH_INFLIGHT = a.graph_inflight
     GRAPH_SCOPE = a.graph_scope
     dev = torch.device(
@@ -390,6 +395,7 @@ def main(argv=None) -> int:
         "graph_inflight": a.graph_inflight,
         "graph_scope": a.graph_scope,
         "wgrad_in": a.wgrad_in,
+        "mb_streams": a.mb_streams,
         "attention": units.attention_kernel(dev, dtype),
     }
     if cuda:

@@ -3,6 +3,7 @@ model, plus proof from a trace that NCCL and compute kernels really run concurre
 
     python benchmarks/gpu_verify.py --tp 2 --out DIR
     python benchmarks/gpu_verify.py --tp 2 --backend gloo --out DIR   # one GPU
+    python benchmarks/gpu_verify.py --tp 1 --mb-streams --out DIR     # --mb-streams 2's rows
 
 Writes DIR/gpu_verify.json. Uses a llama3-3b-shaped model cut to 2 layers (the
 unsharded reference must fit one GPU next to the shard) and seq 1024.
@@ -61,8 +62,22 @@ def concurrency_from_trace(path: Path) -> dict:
     }
 
 
+# --mb-streams: the micro-batch lanes' variants (schedule, splits, graphs, compile, extra
+# StepRunner kwargs); a whole-step graph captures the collectives, so with gloo (not
+# capturable) the graph rows are left out
+LANES = [
+    ("domino", 2, False, False, {"mb_streams": 2}),
+    ("domino", 2, False, False, {"mb_streams": 2, "wgrad_in": "accumulate"}),
+    ("domino", 2, False, False, {"mb_streams": 2, "col_splits": 2}),
+    ("domino", 2, True, False, {"mb_streams": 2, "graph_scope": "step"}),
+    ("domino", 2, True, False, {"mb_streams": 2, "graph_scope": "step", "wgrad_in": "accumulate"}),
+    ("domino", 2, True, False, {"graph_scope": "step"}),
+]
+
+
 def run(
-    rank: int, world: int, port: int, out: str, backend: str = "nccl", attention: str = "auto"
+    rank: int, world: int, port: int, out: str, backend: str = "nccl", attention: str = "auto",
+    lanes: bool = False,
 ) -> None:
     from domino_prof.reference_model import units
 
@@ -94,11 +109,15 @@ def run(
         ("domino", 2, False, True),
         ("domino", 2, True, True),
     ]
+    variants = [(*v, {}) for v in variants]
+    if lanes:
+        variants = [v for v in LANES if not (v[2] and backend == "gloo")]
     for dtype in (torch.float32, torch.bfloat16):
-        for name, splits, graphs, comp in variants:
+        for name, splits, graphs, comp, extra in variants:
             key = (
                 f"{name}_splits{splits}_{str(dtype)[6:]}"
                 f"{'_cudagraphs' if graphs else ''}{'_compile' if comp else ''}"
+                + "".join(f"_{k}={v}" for k, v in extra.items())
             )
             try:
                 loss, errs = compare(
@@ -114,6 +133,7 @@ def run(
                     dtype=dtype,
                     graphs=graphs,
                     compile=comp,
+                    **extra,
                 )
                 res[key] = {
                     "loss": loss,
@@ -127,6 +147,11 @@ def run(
             torch.cuda.empty_cache()
     del ref
     torch.cuda.empty_cache()
+    if lanes:  # the lanes' gradients only: no concurrency trace
+        if rank == 0:
+            Path(out, "gpu_verify_lanes.json").write_text(json.dumps(res, indent=2))
+        dist.destroy_process_group()
+        return
     # one profiled domino step to prove concurrency
     comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=seed, device=dev, dtype=torch.bfloat16)
@@ -158,7 +183,10 @@ if __name__ == "__main__":
                     help="the schedules' attention kernel (units.set_attention)")  # fmt: skip
     ap.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
                     help="gloo: every rank on cuda:0 (see the module doc)")  # fmt: skip
+    ap.add_argument("--mb-streams", action="store_true",
+                    help="check the micro-batch lanes' variants (LANES) instead; writes "
+                    "gpu_verify_lanes.json")  # fmt: skip
     a = ap.parse_args()
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend, a.attention), nprocs=a.tp)
+    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend, a.attention, a.mb_streams), nprocs=a.tp)
     sys.exit(0)

@@ -97,6 +97,15 @@ SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micr
                                   "wgrad_in": "accumulate"}),  # fmt: skip
     ("domino2-acc-step-graph", {"splits": 2, "schedule": "domino", "graphs": True,
                                 "graph_scope": "step", "wgrad_in": "accumulate"}),  # fmt: skip
+    # --mb-streams 2 (no CUDA streams on CPU: the lanes' data flow, i.e. the buffers
+    # allocated before the leader's segment and the weight gradients in micro-batch 0's
+    # backward segments; their stream order is tests/test_mb_streams.py's)
+    ("sizes31-lanes", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino",
+                       "mb_streams": 2}),  # fmt: skip
+    ("sizes13-col2-lanes-acc-step-graph", {"splits": 2, "split_sizes": (1, 3), "col_splits": 2,
+                                           "schedule": "domino", "graphs": True,
+                                           "graph_scope": "step", "wgrad_in": "accumulate",
+                                           "mb_streams": 2}),  # fmt: skip
 )
 
 

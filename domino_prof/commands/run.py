@@ -163,6 +163,7 @@ def register(app: typer.Typer) -> None:
         carveout_scope: str = _opt("carveout_scope"),
         overlap_gemm: str = _opt("overlap_gemm"),
         wgrad_in: str = _opt("wgrad_in"),
+        mb_streams: int = _opt("mb_streams"),
         attention: str = _opt("attention"),
         comm: str = _opt("comm"),
         comm_profile: str = _opt("comm_profile", metavar="NAME|FILE"),
@@ -202,6 +203,7 @@ def register(app: typer.Typer) -> None:
             "split_sizes": parse_split_sizes(split_sizes), "comm_ctas": comm_ctas,
             "sm_carveout": sm_carveout, "carveout_scope": carveout_scope,
             "overlap_gemm": overlap_gemm, "comm_engine": comm_engine, "wgrad_in": wgrad_in,
+            "mb_streams": mb_streams,
         }  # fmt: skip
         # the flags first, before torch is imported (a mistake costs no torch start-up)
         cfg = RunConfig.check_options(device=device, **options)

@@ -377,6 +377,15 @@ class RunConfig:
                            "column-parallel weights' gradients as one GEMM over every "
                            "micro-batch (joint: their norm outputs copied into one buffer) or "
                            "one GEMM per micro-batch (accumulate: no copy).")  # fmt: skip
+    # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
+    # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
+    # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
+    # rank, kernel tails, the gaps between kernels). 1 stays the default until measured.
+    mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
+                             "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
+                             "own (the one a phase issues first at high priority), so their "
+                             "kernels share the SMs; 1 runs them one after the other on one "
+                             "stream (CUDA; eager or one graph per step).")  # fmt: skip
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
@@ -489,7 +498,12 @@ class RunConfig:
         (and, emulated, ``comm_profile``) resolved. A ConfigError line on the first
         problem."""
         self._validate()
-        return self._resolve_comm()._resolve_graph_scope()
+        cfg = self._resolve_comm()._resolve_graph_scope()
+        if cfg.mb_streams == 2 and cfg.cuda_graphs and cfg.graph_scope == "segment":
+            raise ConfigError("--mb-streams 2 with --cuda-graphs needs one graph per step "
+                              "(--graph-scope step: emulated comm, or tp 1); a graph per "
+                              "segment cannot hold two streams' work")  # fmt: skip
+        return cfg
 
     def _resolve_graph_scope(self) -> RunConfig:
         """``graph_scope`` auto: one graph per step where the collectives can be captured
@@ -559,6 +573,10 @@ class RunConfig:
         if self.wgrad_in not in WGRAD_INS:
             raise ConfigError(f"--wgrad-in must be {' or '.join(WGRAD_INS)}, got "
                               f"{self.wgrad_in!r}")  # fmt: skip
+        if self.mb_streams not in (1, 2):
+            raise ConfigError(f"--mb-streams must be 1 or 2, got {self.mb_streams}")
+        if self.mb_streams == 2:
+            self._validate_mb_streams()
         if self.overlap_gemm not in OVERLAP_GEMMS:
             raise ConfigError(f"--overlap-gemm must be one of {', '.join(OVERLAP_GEMMS)}, got "
                               f"{self.overlap_gemm!r}")  # fmt: skip
@@ -595,6 +613,28 @@ class RunConfig:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         if self.block_steps < 1:
             raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
+
+    def _validate_mb_streams(self) -> None:
+        """--mb-streams 2: CUDA, 2 micro-batches, eager or a whole-step graph, and a mode
+        that takes it."""
+        takes = [n for n in self.modes if self.mb_streams_for(n) == 2]
+        if not takes:
+            raise ConfigError(
+                f"--mb-streams 2 applies to the micro-batched all-reduce modes "
+                f"({', '.join(n for n, x in modes.MODES.items() if _lanes_mode(x))}); "
+                f"--mode {', '.join(self.modes)} takes none"
+            )
+        if self.device != "cuda":
+            raise ConfigError("--mb-streams 2 needs --device cuda (CUDA streams); on CPU "
+                              "the micro-batches run one after the other (drop it)")  # fmt: skip
+        n = len(self.split_sizes) if self.split_sizes is not None else self.splits
+        if n != 2:
+            raise ConfigError(f"--mb-streams 2 takes 2 micro-batches, got --splits {n}; "
+                              "use --splits 2 or drop --mb-streams")  # fmt: skip
+
+    def mb_streams_for(self, mode: str) -> int:
+        """--mb-streams for a micro-batched all-reduce mode, else 1."""
+        return self.mb_streams if _lanes_mode(modes.get(mode)) else 1
 
     def _validate_splits(self) -> None:
         """--splits, --col-splits, --split-sizes: each on the modes that take it."""
@@ -713,3 +753,8 @@ class RunConfig:
     def split_sizes_for(self, mode: str) -> tuple[int, ...] | None:
         """--split-sizes for a micro-batched mode, else None (one micro-batch)."""
         return self.split_sizes if modes.get(mode).micro_batched else None
+
+
+def _lanes_mode(m) -> bool:
+    """A mode that takes --mb-streams: micro-batched, all-reduce TP (domino's step)."""
+    return m.micro_batched and not m.sequence_parallel

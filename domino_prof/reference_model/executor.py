@@ -32,6 +32,14 @@ the two streams from a pool reused every step, on a known stream (no
 ``current_stream()`` lookup), and makes a stream wait for one directly. On CPU there is
 no side stream; tests swap in ``streams.CountingStreams`` to run and count that path.
 
+Micro-batch lanes (``mb_lanes``, ``--mb-streams 2``; the rules are tp_step.py's): two
+compute streams, a high-priority *lead* and a low-priority *follow*, forked from the step's
+stream at the first lane block of a step (:meth:`lane`) and joined at its end
+(:meth:`join_lanes`); :meth:`lane_record` / :meth:`lane_wait` order them, and every
+tensor a segment or collective touches while they are on is held until the join. Eager
+or one graph per step (the capture holds both lanes' work as parallel branches, each
+kernel node with its stream's priority); not a graph per segment.
+
 With ``record=True`` the executor appends every event it executes to ``events``, in
 order: ``("run", key)`` for a segment (its deferred weight gradient first, if any),
 ``("launch", key)`` for a collective, ``("wait", key)`` for a wait on one, where a key
@@ -48,7 +56,7 @@ import torch
 
 from domino_prof.reference_model.comm import Comm, NoComm
 from domino_prof.reference_model.config import GRAPH_SCOPES
-from domino_prof.reference_model.streams import CudaStreams, SideCtx
+from domino_prof.reference_model.streams import CudaStreams, LaneCtx, SideCtx
 
 _NULL = contextlib.nullcontext()
 _NO_COMM = NoComm()
@@ -128,9 +136,15 @@ class SegmentExecutor:
         carveout=None,
         graph_scope: str = "segment",
         overlap_gemm=None,
+        mb_lanes: bool = False,
     ) -> None:
         if graph_scope not in GRAPH_SCOPES:
             raise ValueError(f"graph_scope {graph_scope!r} is not one of {GRAPH_SCOPES}")
+        if mb_lanes and side_stream:
+            raise ValueError("micro-batch lanes and a side stream do not go together")
+        if mb_lanes and graphs and graph_scope == "segment":
+            raise ValueError("micro-batch lanes need eager segments or one graph per step "
+                             "(graph_scope='step'), not a graph per segment")  # fmt: skip
         self.comm, self.graphs, self.compile = comm, graphs, compile
         self.graph_scope = graph_scope
         self._step_in: tuple = ()  # whole-step graph: its captured inputs
@@ -164,11 +178,24 @@ class SegmentExecutor:
         self._ev_pool: list = []  # events ordering the two streams, reused every step
         self._ev_n = 0  # of the pool, used so far this step
         self._held: list = []  # eager side-stream tensors (in tuples), until streams join
+        # --mb-streams 2 (module doc, "Micro-batch lanes"): lead and follow streams
+        self.mb_lanes = mb_lanes
+        self._lane_ops = CudaStreams(device, side=False) if (mb_lanes and self.cuda) else None
+        self.lanes = None if self._lane_ops is None else self._lane_ops.lanes()
+        self._lane_main = None  # the stream the lanes fork from and join (per step)
+        self._lane_ev: list = []  # events ordering the lanes, a pool reused every step
+        self._lane_n = 0
+        self._forked = False
+        self._lane_ctx = LaneCtx(self)
 
     def use_streams(self, streams) -> None:
         """Replace the side-stream backend (tests: ``streams.CountingStreams`` on CPU)."""
         self._streams, self.side = streams, streams.side
         self._main = None
+
+    def use_lane_streams(self, streams) -> None:
+        """Replace the micro-batch lanes' backend (tests: ``streams.CountingStreams``)."""
+        self._lane_ops, self.lanes = streams, streams.lanes()
 
     # -- a step: eager, or capture once then replay ---------------------------------------
     def step(self, key, run, *inputs):
@@ -241,6 +268,8 @@ class SegmentExecutor:
         if self._streams is not None:
             self._main = self._streams.current()
             self._ev_n = 0
+        self._lane_n = 0
+        self._forked = False
         self._open.clear()
         if self.overlap_gemm is not None:
             self.overlap_gemm.reset()
@@ -324,12 +353,19 @@ class SegmentExecutor:
                 g.replay()
             return kept
         f = self._fn(fn)
+        if self.mb_lanes and self.lanes is not None:  # held until the lanes join
+            self._held.append(args)
+            if pre is not None:
+                self._held.append(pre.args)
         if mode == "eager":
             if side:
                 return self._run_side(f, args, pre)
             if pre is not None:
                 pre.fn(*pre.args)
-            return f(*args)
+            outs = f(*args)
+            if self.mb_lanes and self.lanes is not None:
+                self._held.append(outs)
+            return outs
 
         def body():
             if pre is not None:
@@ -414,6 +450,69 @@ class SegmentExecutor:
             self._streams.join(self._main, self.side)
             self._held.clear()
 
+    # -- micro-batch lanes (--mb-streams 2) ---------------------------------------------------
+    def lane(self, i: int, inner=_NULL):
+        """``with``: lane ``i`` (0 lead, 1 follow) is the current stream, ``inner`` (a
+        profiler range) entered inside; back to the step's stream after. The first lane
+        entered in a step forks both lanes from the step's stream (so they are ordered
+        after everything issued there before the schedule: the gradient zeroing, the
+        inputs). Without lane streams (CPU), just ``inner``."""
+        if self.lanes is None:
+            return inner
+        ctx = self._lane_ctx
+        ctx.i, ctx.inner = i, inner
+        return ctx
+
+    def _lane_record(self, stream):
+        i = self._lane_n
+        self._lane_n = i + 1
+        pool = self._lane_ev
+        if i == len(pool):
+            pool.append(self._lane_ops.event())
+        ev = pool[i]
+        self._lane_ops.record(ev, stream)
+        return ev
+
+    def _fork(self) -> None:
+        ops = self._lane_ops
+        self._lane_main = ops.current()
+        ev = self._lane_record(self._lane_main)
+        for s in self.lanes:
+            ops.wait(ev, s)
+        self._forked = True
+
+    def lane_record(self, i: int):
+        """An event recorded on lane ``i`` after what was issued there so far (None
+        without lane streams)."""
+        if self.lanes is None:
+            return None
+        return self._lane_record(self.lanes[i])
+
+    def lane_wait(self, i: int, ev) -> None:
+        """Lane ``i`` waits for ``ev`` (a :meth:`lane_record` of the other lane)."""
+        if ev is not None:
+            self._lane_ops.wait(ev, self.lanes[i])
+
+    def lanes_barrier(self) -> None:
+        """Each lane waits for everything issued on the other so far (forward ->
+        backward: the micro-batches change lanes, see ``tp_step``)."""
+        if self.lanes is None or not self._forked:
+            return
+        a, b = self.lanes
+        ea, eb = self._lane_record(a), self._lane_record(b)
+        self._lane_ops.wait(eb, a)
+        self._lane_ops.wait(ea, b)
+
+    def join_lanes(self) -> None:
+        """The step's stream waits for both lanes; the held tensors are released (every
+        use on either lane is ordered before what follows)."""
+        if self.lanes is None or not self._forked:
+            return
+        for s in self.lanes:
+            self._lane_ops.join(self._lane_main, s)
+        self._held.clear()
+        self._forked = False
+
     # -- tensors fed from outside, buffers collectives write ------------------------------
     def static(self, name: str, b: int, t: torch.Tensor) -> torch.Tensor:
         """A graph input fed from outside (tokens, targets): one fixed buffer."""
@@ -472,6 +571,8 @@ class SegmentExecutor:
                 held = args
             elif (side or self._on_side) and self.side is not None:  # waited on the side
                 self._held.append(args)
+        if self.mb_lanes and self.lanes is not None:  # held until the lanes join
+            self._held.append(args)
         p = Pending(key, w, held)
         if async_op:  # in flight until waited for (every mode: the capture pass too)
             self._open[id(p)] = p

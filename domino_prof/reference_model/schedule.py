@@ -51,7 +51,9 @@ class StepRunner:
     ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
     with ``col_split``; tp_step.py); ``wgrad_in``: "joint" or "accumulate", how the
     all-reduce schedules' column-parallel weight gradients read the micro-batches' norm
-    outputs (``--wgrad-in``, units._acc_mm_in). The older spelling
+    outputs (``--wgrad-in``, units._acc_mm_in); ``mb_streams``: 2 runs each of the 2
+    micro-batches of an all-reduce schedule on a CUDA stream of its own (``--mb-streams``,
+    tp_step.py's micro-batch lanes). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
     ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests), or of the
     whole step with its collectives (``graph_scope="step"``; executor.py);
@@ -80,6 +82,7 @@ class StepRunner:
         carveout=None,
         graph_scope: str = "segment",
         overlap_gemm=None,
+        mb_streams: int = 1,
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -99,6 +102,13 @@ class StepRunner:
             raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
         self.col_splits = col_splits
         self.wgrad_in = wgrad_in  # tp_step.AllReduceStep (config.WGRAD_INS)
+        if mb_streams not in (1, 2):
+            raise ValueError(f"mb_streams must be 1 or 2, got {mb_streams}")
+        if mb_streams == 2 and (not self.spec.micro_batched or self.spec.sequence_parallel
+                                or self.splits != 2):  # fmt: skip
+            raise ValueError(f"mb_streams 2 takes a micro-batched all-reduce schedule with 2 "
+                             f"micro-batches (schedule {schedule!r}, {self.splits})")  # fmt: skip
+        self.mb_streams = mb_streams  # step_base.StepBase.lanes: a stream per micro-batch
         self.sp = self.spec.sequence_parallel
         self.graphs = graphs
         dev = model.tok_embeddings.weight.device
@@ -114,6 +124,7 @@ class StepRunner:
             carveout=carveout,  # --sm-carveout: carveout.Carveout, told per segment
             graph_scope=graph_scope,  # --graph-scope: a graph per segment, or per step
             overlap_gemm=overlap_gemm,  # --overlap-gemm: overlap_gemm.OverlapGemm, per segment
+            mb_lanes=mb_streams == 2,  # --mb-streams 2: tp_step.py's micro-batch lanes
         )
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
@@ -239,4 +250,5 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         carveout=carveout_of(cfg, device),
         graph_scope=getattr(cfg, "graph_scope", "segment"),
         overlap_gemm=overlap_gemm_of(cfg, device),
+        mb_streams=cfg.mb_streams_for(mode),
     )

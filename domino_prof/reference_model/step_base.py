@@ -64,13 +64,34 @@ class StepBase:
         self._seen: set = set()
         self.pre: Deferred | None = None  # the weight gradient deferred into the next segment
         self.losses: list[torch.Tensor] = []
+        # --mb-streams 2 (tp_step.AllReduceStep): each micro-batch on a lane of its own
+        self.lanes: bool = bool(getattr(runner, "mb_streams", 1) == 2 and n == 2)
+        self._phase: str | None = None
 
     def at(self, phase: str, u: Unit, b: int):
         """The profiler range of (phase, unit, micro-batch) (its name is formatted only
-        while a profiler runs)."""
-        return self.ex.range(u.range_name(phase, b)) if _profiling() else _NULL
+        while a profiler runs); with micro-batch lanes, entered on b's lane (the leading
+        micro-batch of the phase on lane 0: forward 0, backward n − 1), and the first
+        backward block waits for both lanes' forward (the micro-batches change lanes)."""
+        rng = self.ex.range(u.range_name(phase, b)) if _profiling() else _NULL
+        if not self.lanes:
+            return rng
+        if phase != self._phase:
+            if self._phase is not None:
+                self.ex.lanes_barrier()
+            self._phase = phase
+        return self.ex.lane(int(self._lead_b(phase) != b), rng)
 
-    def _take_pre(self) -> Deferred | None:
+    def _lead_b(self, phase: str) -> int:
+        """The micro-batch a phase issues first: forward 0, backward the last."""
+        return 0 if phase == "fwd" else self.n - 1
+
+    def _take_pre(self, b: int = 0) -> Deferred | None:
+        """The deferred weight gradient, for micro-batch ``b``'s segment. With lanes only
+        micro-batch 0's segments take it (backward's following lane, which has waited for
+        the leading one's segments of the unit: the gradient reads both's rows)."""
+        if self.lanes and b != 0:
+            return None
         pre, self.pre = self.pre, None
         return pre
 
@@ -113,8 +134,10 @@ class StepBase:
         return self.ex.run(
             ("HD", i, b), S.seg_head_dgrad, a.e, a.r, a.idx, a.in_shard, self.head.weights[1],
             self.denom, None if sp else self.rows[b], None if sp else self.gs.get(i), cols,
-            pre=self._take_pre(),
+            pre=self._take_pre(b),
         )  # fmt: skip
 
     def finish(self) -> torch.Tensor:
+        if self.lanes:
+            self.ex.join_lanes()
         return torch.stack(self.losses).sum()

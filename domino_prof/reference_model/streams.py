@@ -19,15 +19,24 @@ import torch
 
 class CudaStreams:
     """The CUDA calls behind the side stream: a stream switch is one ``set_stream``; an
-    event is recorded on, and waited for by, a stream the executor names."""
+    event is recorded on, and waited for by, a stream the executor names. ``side``
+    False: no side stream (the micro-batch lanes' calls only, :class:`Lanes`)."""
 
-    def __init__(self, device) -> None:
-        self.side = torch.cuda.Stream(device)
+    def __init__(self, device, side: bool = True) -> None:
+        self.side = torch.cuda.Stream(device) if side else None
+        self.device = device
+
+    def lanes(self) -> tuple:
+        """Two compute streams for the micro-batches (``--mb-streams 2``): the leading
+        one at the device's highest priority, the following one at the lowest (0)."""
+        _, hi = torch.cuda.Stream.priority_range()
+        return (torch.cuda.Stream(self.device, priority=hi),
+                torch.cuda.Stream(self.device, priority=0))  # fmt: skip
 
     def current(self):
-        """The current stream of the side stream's device (the model's), whichever device
-        is current: the step's kernels run on the model's device."""
-        return torch.cuda.current_stream(self.side.device)
+        """The current stream of the model's device, whichever device is current: the
+        step's kernels run on the model's device."""
+        return torch.cuda.current_stream(self.device)
 
     @staticmethod
     def set(stream) -> None:
@@ -61,6 +70,10 @@ class CountingStreams:
     def __init__(self) -> None:
         self.calls: collections.Counter = collections.Counter()
         self.stream = "main"
+        self.log: list = []  # (call, stream or event, stream): the lanes' tests read it
+
+    def lanes(self) -> tuple:
+        return ("lead", "follow")
 
     def current(self):
         return self.stream
@@ -71,16 +84,29 @@ class CountingStreams:
 
     def event(self):
         self.calls["event"] += 1
-        return object()
+        return _Event()
 
     def record(self, ev, stream) -> None:
         self.calls["record"] += 1
+        ev.stream = stream
+        self.log.append(("record", ev, stream))
 
     def wait(self, ev, stream) -> None:
         self.calls["wait"] += 1
+        self.log.append(("wait", ev, stream))
 
     def join(self, main, side) -> None:
         self.calls["join"] += 1
+        self.log.append(("join", side, main))
+
+
+class _Event:
+    """A :class:`CountingStreams` event: the stream it was last recorded on."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self) -> None:
+        self.stream = None
 
 
 class SideCtx:
@@ -102,3 +128,24 @@ class SideCtx:
         ex = self.ex
         ex._streams.set(ex._main)
         ex._on_side = False
+
+
+class LaneCtx:
+    """``with``: a micro-batch lane is the current stream (``SegmentExecutor.lane``), a
+    profiler range inside it; back to the step's stream after."""
+
+    __slots__ = ("ex", "i", "inner")
+
+    def __init__(self, ex) -> None:
+        self.ex, self.i, self.inner = ex, 0, None
+
+    def __enter__(self) -> None:
+        ex = self.ex
+        if not ex._forked:
+            ex._fork()
+        ex._lane_ops.set(ex.lanes[self.i])
+        self.inner.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        self.inner.__exit__(*exc)
+        self.ex._lane_ops.set(self.ex._lane_main)

@@ -40,6 +40,29 @@ access per element, worse on a GPU than d/K-long runs.)
 
 A unit's norm-weight gradient is overwritten by the first micro-batch the schedule
 runs through that unit in backward and accumulated by the others.
+
+**Micro-batch lanes** (``--mb-streams 2``, 2 micro-batches; ``StepBase.at`` switches the
+lane, the executor holds the streams). Each micro-batch's blocks run on a CUDA stream of
+its own, so the GPU runs one micro-batch's kernels in the SMs the other's leave idle
+(attention's grid of one sequence at a few heads a rank, kernel tails, the gaps between
+kernels) instead of one after the other; each still waits for its own all-reduces. The
+micro-batch a phase issues first (forward 0, backward the last) is the *leader*, on the
+high-priority lane: its all-reduces start as early as on one stream. The other, the
+*follower*, takes what the leader leaves. What the two share is ordered by events:
+
+* forward: the unit's [ΣT, ·] buffers (both write their rows) are allocated on the
+  leader's lane before its segment, and the follower's segment waits for that point;
+* backward: the follower's segment of a unit waits for the end of the leader's (which
+  allocated the unit's gradient buffers and wrote the norm weight's gradient first), and
+  the weight gradients W(u), which read both micro-batches' rows, run in micro-batch 0's
+  segments (the follower's), not in the next segment issued;
+* between forward and backward the micro-batches change lanes: each lane waits for the
+  other's forward; at the end the step's stream joins both.
+
+Every tensor a lane's segment or collective touches is held by the executor until the
+join (a block freed on one stream could otherwise be handed to the other while it still
+reads it): more memory, measured in run.json's peak. Gradients are bit-equal to one
+stream's (tests/test_mb_streams.py).
 """
 
 from __future__ import annotations
@@ -50,7 +73,7 @@ import torch
 
 from domino_prof.reference_model import segments as S
 from domino_prof.reference_model.executor import Deferred, Pending
-from domino_prof.reference_model.layers import Head, Unit
+from domino_prof.reference_model.layers import LAYER_KINDS, Head, Unit
 from domino_prof.reference_model.step_base import StepBase
 
 
@@ -82,6 +105,7 @@ class AllReduceStep(StepBase):
         self.g: list = [None] * n  # b -> d loss / d (output of the unit in backward)
         self.pend: list = [None] * n  # b -> (dn, h, rstd, w_norm, grad, first) of the unit above
         self.acts: dict[tuple[int, int], LayerActs] = {}  # (unit, b)
+        self._lead_ev = None  # micro-batch lanes: the leader's last event (module doc)
 
     def _partial(self, b: int, key, t, src) -> None:
         """Micro-batch b's next partial sums (chunk 0 computed) and their chunks' source."""
@@ -124,12 +148,14 @@ class AllReduceStep(StepBase):
 
     def forward(self, u: Unit, b: int) -> None:
         h, y = self.cur[b]
+        keep_n = self.wgrad_in == "accumulate" and self.rows[b] is not None
+        if self.lanes:
+            self._lanes_fwd(u, b, h, keep_n)
         if isinstance(u, Head):
             self.losses.append(self._head_forward(b, h, y))
             return
         w_norm, w_in, w_out = u.weights
         xs = self.xs.get(u.index)
-        keep_n = self.wgrad_in == "accumulate" and self.rows[b] is not None
         ns = ()
         if keep_n and xs is not None:  # the micro-batches' own norm outputs so far
             ns, xs = xs[0], (None, xs[1])
@@ -144,8 +170,38 @@ class AllReduceStep(StepBase):
         self._partial(b, ("y", u.index, b), a, ("Y", u.index, x_all, w_out, True))
         self.cur[b] = (h, a)
 
+    def _lanes_fwd(self, u: Unit, b: int, h: torch.Tensor, keep_n: bool) -> None:
+        """Micro-batch lanes, forward (module doc): before the leader's segment, the
+        unit's [ΣT, ·] buffers that both micro-batches write are allocated on its lane
+        and an event marks that point; the follower's segment waits for it. The
+        allocator may give those buffers a block that earlier work on the leader's lane
+        still used; the follower must not write it before that work is done."""
+        if b != 0:
+            self.ex.lane_wait(1, self._lead_ev)
+            return
+        i = u.index
+        if i not in self.xs:
+            T_all, d = self.rows[b][1], h.shape[1]
+            if isinstance(u, Head):
+                self.xs[i] = h.new_empty((T_all, d))
+            else:
+                x_all = h.new_empty((T_all, LAYER_KINDS[u.kind].x_width(self.dims)))
+                self.xs[i] = (() if keep_n else h.new_empty((T_all, d)), x_all)
+        self._lead_ev = self.ex.lane_record(0)
+
     # -- backward ------------------------------------------------------------------------
     def dgrad(self, u: Unit, b: int) -> None:
+        """D(u, b). Micro-batch lanes (module doc): the follower's segment waits for the
+        leader's of the same unit (it allocated the unit's [ΣT, ·] gradient buffers, and
+        it wrote first the norm weight's gradient that the follower adds to)."""
+        lead = b == self.n - 1
+        if self.lanes and not lead:
+            self.ex.lane_wait(1, self._lead_ev)
+        self._dgrad(u, b)
+        if self.lanes and lead:
+            self._lead_ev = self.ex.lane_record(0)
+
+    def _dgrad(self, u: Unit, b: int) -> None:
         first = self._first(u.index)
         if isinstance(u, Head):
             dn, dl_all = self._head_dgrad(b, cols=self.col_splits)
@@ -160,7 +216,7 @@ class AllReduceStep(StepBase):
         dn, g_all, dy_all, gb = self.ex.run(
             ("D", u.index, b), S.seg_dgrad, u.kind, self.g[b], self.pend[b], a.core, w_in,
             w_out, self.rope_conj, self.b_mb[b], self.dims, self.rows[b], self.gs.get(u.index),
-            self.col_splits, pre=self._take_pre(),
+            self.col_splits, pre=self._take_pre(b),
         )  # fmt: skip
         self.gs[u.index] = (g_all, dy_all)
         self.g[b] = gb
@@ -181,8 +237,15 @@ class AllReduceStep(StepBase):
         self.pre = Deferred(("W", i, 0), S.seg_wgrad_all, args)
 
     def embed_bwd(self, b: int) -> None:
-        """Unit 0's norm backward + residual, then the embedding's gradient rows."""
+        """Unit 0's norm backward + residual, then the embedding's gradient rows (lanes:
+        the follower after the leader, as in :meth:`dgrad`: both add into that gradient
+        and into unit 0's norm weight's)."""
+        lead = b == self.n - 1
+        if self.lanes and not lead:
+            self.ex.lane_wait(1, self._lead_ev)
         self.ex.run(
             ("E", 0, b), S.seg_embed_bwd, self.g[b], self.pend[b], self.tok[b],
-            self.embedding.weights[0].grad, keep=0, pre=self._take_pre(),
+            self.embedding.weights[0].grad, keep=0, pre=self._take_pre(b),
         )  # fmt: skip
+        if self.lanes and lead:
+            self._lead_ev = self.ex.lane_record(0)
