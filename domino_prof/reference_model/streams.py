@@ -28,9 +28,9 @@ class CudaStreams:
 
     def lanes(self) -> tuple:
         """Two compute streams for the micro-batches (``--mb-streams 2``): the leading
-        one at the device's highest priority, the following one at the lowest (0)."""
-        _, hi = torch.cuda.Stream.priority_range()
-        return (torch.cuda.Stream(self.device, priority=hi),
+        one at the device's highest priority (torch maps a number below the range to
+        it), the following one at the lowest (0, the default streams')."""
+        return (torch.cuda.Stream(self.device, priority=-100),
                 torch.cuda.Stream(self.device, priority=0))  # fmt: skip
 
     def current(self):
