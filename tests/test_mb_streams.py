@@ -18,13 +18,36 @@ from domino_prof.errors import ConfigError
 from domino_prof.reference_model.config import RunConfig, tiny
 
 
+def _logging_streams():
+    """CountingStreams that also log each call in order: (call, event or stream, stream)."""
+    from domino_prof.reference_model.streams import CountingStreams
+
+    class Logging(CountingStreams):
+        def __init__(self) -> None:
+            super().__init__()
+            self.log: list = []
+
+        def record(self, ev, stream) -> None:
+            super().record(ev, stream)
+            self.log.append(("record", ev, stream))
+
+        def wait(self, ev, stream) -> None:
+            super().wait(ev, stream)
+            self.log.append(("wait", ev, stream))
+
+        def join(self, main, side) -> None:
+            super().join(main, side)
+            self.log.append(("join", side, main))
+
+    return Logging()
+
+
 def _lanes_step(wgrad_in: str = "joint", mb_streams: int = 2):
     """One tiny domino step (2 layers, 2 micro-batches, no collectives) with lanes on
     CountingStreams; the log holds the stream calls and ("run", key, stream) per segment."""
     from domino_prof.reference_model.comm import SkipComm
     from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.schedule import StepRunner
-    from domino_prof.reference_model.streams import CountingStreams
     from domino_prof.reference_model.verify import batch
 
     cfg = tiny()
@@ -33,7 +56,7 @@ def _lanes_step(wgrad_in: str = "joint", mb_streams: int = 2):
     model = shard_model(cfg, comm, seed=1)
     runner = StepRunner(model, comm, schedule="domino", splits=2, wgrad_in=wgrad_in,
                         mb_streams=mb_streams)  # fmt: skip
-    cs = CountingStreams()
+    cs = _logging_streams()
     ex = runner.executor
     if mb_streams == 2:
         ex.use_lane_streams(cs)

@@ -70,7 +70,6 @@ class CountingStreams:
     def __init__(self) -> None:
         self.calls: collections.Counter = collections.Counter()
         self.stream = "main"
-        self.log: list = []  # (call, stream or event, stream): the lanes' tests read it
 
     def lanes(self) -> tuple:
         return ("lead", "follow")
@@ -84,29 +83,16 @@ class CountingStreams:
 
     def event(self):
         self.calls["event"] += 1
-        return _Event()
+        return object()
 
     def record(self, ev, stream) -> None:
         self.calls["record"] += 1
-        ev.stream = stream
-        self.log.append(("record", ev, stream))
 
     def wait(self, ev, stream) -> None:
         self.calls["wait"] += 1
-        self.log.append(("wait", ev, stream))
 
     def join(self, main, side) -> None:
         self.calls["join"] += 1
-        self.log.append(("join", side, main))
-
-
-class _Event:
-    """A :class:`CountingStreams` event: the stream it was last recorded on."""
-
-    __slots__ = ("stream",)
-
-    def __init__(self) -> None:
-        self.stream = None
 
 
 class SideCtx:
