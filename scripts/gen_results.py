@@ -127,6 +127,8 @@ def _command(cfg: dict, comm: dict | None = None) -> str:
         parts.append(f"--splits {cfg['splits']}")
     if cfg.get("wgrad_in", "joint") != "joint":
         parts.append(f"--wgrad-in {cfg['wgrad_in']}")
+    if cfg.get("mb_streams", 1) != 1:
+        parts.append(f"--mb-streams {cfg['mb_streams']}")
     if cfg.get("col_splits", 1) != 1:
         parts.append(f"--col-splits {cfg['col_splits']}")
     if cfg.get("comm_ctas") is not None:

@@ -261,3 +261,29 @@ def test_wgrad_in_is_a_candidate_knob_not_tps():
     with pytest.raises(T.ConfigError, match="--grid wgrad_in: 'x' is not one of default, joint, "
                                           "accumulate"):  # fmt: skip
         parse_grid(["wgrad_in=x"])
+
+
+def test_mb_streams_is_a_candidate_knob_not_tps():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = candidates(parse_grid(["mb_streams=default,2", "cuda_graphs=on"]))
+    assert [c.mb_streams for c in cands] == [None, 2]
+    assert "mb_streams" not in TP_KEYS and cands[0].tp() == cands[1].tp()  # one tp for both
+    assert "mb_streams" not in cands[0].fields()
+    assert cands[1].fields()["mb_streams"] == 2
+    assert cands[1].flags()[-3:] == ["--mb-streams", "2", "--cuda-graphs"]
+    assert cands[1].slug() == "splits2-col1-streams2-graphs"
+    assert cands[1].text() == "splits 2, col 1, mb-streams 2, graphs"
+    base = {"mbs": 2, "tp": 8, "comm": "emulate", "graph_scope": "step"}
+    plan = T._plan(cands, base, "cuda", RunConfig)
+    assert [p["cfg"].mb_streams for p in plan] == [1, 2]
+    # 2 streams with 4 micro-batches is skipped, with its reason; 3 refused everywhere: an error
+    cands = candidates(parse_grid(["mb_streams=1,2", "splits=2,4", "mbs=4"]))
+    plan = T._plan(cands, base, "cuda", RunConfig)
+    skipped = [(p["settings"].splits, p["settings"].mb_streams) for p in plan if p["cfg"] is None]
+    assert skipped == [(4, 2)]
+    why = next(p["error"] for p in plan if p["cfg"] is None)
+    assert "--mb-streams 2 takes 2 micro-batches, got --splits 4" in why
+    with pytest.raises(T.ConfigError, match="--mb-streams must be 1 or 2, got 3"):
+        T._plan(candidates(parse_grid(["mb_streams=3"])), base, "cuda", RunConfig)

@@ -9,7 +9,9 @@ micro-batches, so ``splits`` does not multiply them), ``comm_ctas`` (``default``
 sweep-wide option), ``comm_engine`` (``sm`` or ``ce``: emulated copy-engine collectives,
 ``--comm emulate`` only; a ``ce`` candidate with ``comm_ctas`` N is refused and listed
 skipped), ``wgrad_in`` (``joint`` or ``accumulate``: how domino's column-parallel weight
-gradients read the micro-batches; not a tp knob), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+gradients read the micro-batches; not a tp knob), ``mb_streams`` (``1`` or ``2``: domino's
+two micro-batches on one stream or a stream each; not a tp knob; 2 needs 2 micro-batches
+and, with graphs, one graph per step, else the candidate is skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
 launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
@@ -115,6 +117,7 @@ GRID_KEYS = {
     "mbs": (_int_value, None),  # sequences per step (default: --mbs); a workload knob
     "comm_engine": (_engine_value, None),  # how collectives move data (default: run's, sm)
     "wgrad_in": (_wgrad_value, None),  # domino's w_in gradients (default: run's, joint)
+    "mb_streams": (_ctas_value, None),  # domino's micro-batch lanes (default: run's, 1)
 }
 # tp takes these (its best at the candidate's mbs: the reference)
 TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs", "comm_engine")
@@ -157,6 +160,7 @@ class Settings:
     mbs: int | None = None  # None: the sweep's --mbs
     comm_engine: str | None = None  # None: run's default (sm)
     wgrad_in: str | None = None  # None: run's default (joint); not tp's (one micro-batch)
+    mb_streams: int | None = None  # None: run's default (1); not tp's (one micro-batch)
 
     def fields(self) -> dict:
         """The RunConfig fields the candidate sets (mbs and the engine only when given)."""
@@ -167,6 +171,8 @@ class Settings:
             f["comm_engine"] = self.comm_engine
         if self.wgrad_in is not None:
             f["wgrad_in"] = self.wgrad_in
+        if self.mb_streams is not None:
+            f["mb_streams"] = self.mb_streams
         return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
@@ -188,6 +194,8 @@ class Settings:
             s += f", engine {self.comm_engine}"
         if self.wgrad_in is not None:
             s += f", wgrad-in {self.wgrad_in}"
+        if self.mb_streams is not None:
+            s += f", mb-streams {self.mb_streams}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -205,6 +213,8 @@ class Settings:
             s += f"-{self.comm_engine}"
         if self.wgrad_in is not None:
             s += f"-wgrad-{self.wgrad_in}"
+        if self.mb_streams is not None:
+            s += f"-streams{self.mb_streams}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -223,6 +233,8 @@ class Settings:
             f += ["--comm-engine", self.comm_engine]
         if self.wgrad_in is not None:
             f += ["--wgrad-in", self.wgrad_in]
+        if self.mb_streams is not None:
+            f += ["--mb-streams", str(self.mb_streams)]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -237,7 +249,8 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
                                 v["cuda_graphs"], v["sm_carveout"], v["mbs"],
-                                v["comm_engine"], v["wgrad_in"]), None)  # fmt: skip
+                                v["comm_engine"], v["wgrad_in"], v["mb_streams"]),
+                        None)  # fmt: skip
     return list(out)
 
 
@@ -380,7 +393,7 @@ def register(app: typer.Typer) -> None:
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
-            "--comm emulate only), wgrad_in (default, joint, accumulate). A key not given keeps run's default.")),  # fmt: skip
+            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2). A key not given keeps run's default.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
