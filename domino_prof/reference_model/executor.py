@@ -180,11 +180,12 @@ class SegmentExecutor:
         self._held: list = []  # eager side-stream tensors (in tuples), until streams join
         # --mb-streams 2 (module doc, "Micro-batch lanes"): lead and follow streams
         self.mb_lanes = mb_lanes
-        self._lane_ops = CudaStreams(device, side=False) if (mb_lanes and self.cuda) else None
-        self.lanes = None if self._lane_ops is None else self._lane_ops.lanes()
-        self._lane_main = None  # the stream the lanes fork from and join (per step)
-        self._lane_ev: list = []  # events ordering the lanes, a pool reused every step
-        self._lane_n = 0
+        # (their calls are the side stream's, self._streams, which they exclude: its event
+        # pool too; the step's stream, self._main, is the one they fork from and join)
+        self.lanes = None
+        if mb_lanes and self.cuda:
+            self._streams = CudaStreams(device, side=False)
+            self.lanes = self._streams.lanes()
         self._forked = False
         self._lane_ctx = LaneCtx(self)
 
@@ -195,7 +196,7 @@ class SegmentExecutor:
 
     def use_lane_streams(self, streams) -> None:
         """Replace the micro-batch lanes' backend (tests: ``streams.CountingStreams``)."""
-        self._lane_ops, self.lanes = streams, streams.lanes()
+        self._streams, self.lanes = streams, streams.lanes()
 
     # -- a step: eager, or capture once then replay ---------------------------------------
     def step(self, key, run, *inputs):
@@ -268,7 +269,6 @@ class SegmentExecutor:
         if self._streams is not None:
             self._main = self._streams.current()
             self._ev_n = 0
-        self._lane_n = 0
         self._forked = False
         self._open.clear()
         if self.overlap_gemm is not None:
@@ -463,22 +463,10 @@ class SegmentExecutor:
         ctx.i, ctx.inner = i, inner
         return ctx
 
-    def _lane_record(self, stream):
-        i = self._lane_n
-        self._lane_n = i + 1
-        pool = self._lane_ev
-        if i == len(pool):
-            pool.append(self._lane_ops.event())
-        ev = pool[i]
-        self._lane_ops.record(ev, stream)
-        return ev
-
     def _fork(self) -> None:
-        ops = self._lane_ops
-        self._lane_main = ops.current()
-        ev = self._lane_record(self._lane_main)
+        ev = self._record(stream=self._main)
         for s in self.lanes:
-            ops.wait(ev, s)
+            self._streams.wait(ev, s)
         self._forked = True
 
     def lane_record(self, i: int):
@@ -486,12 +474,12 @@ class SegmentExecutor:
         without lane streams)."""
         if self.lanes is None:
             return None
-        return self._lane_record(self.lanes[i])
+        return self._record(stream=self.lanes[i])
 
     def lane_wait(self, i: int, ev) -> None:
         """Lane ``i`` waits for ``ev`` (a :meth:`lane_record` of the other lane)."""
         if ev is not None:
-            self._lane_ops.wait(ev, self.lanes[i])
+            self._streams.wait(ev, self.lanes[i])
 
     def lanes_barrier(self) -> None:
         """Each lane waits for everything issued on the other so far (forward ->
@@ -499,9 +487,9 @@ class SegmentExecutor:
         if self.lanes is None or not self._forked:
             return
         a, b = self.lanes
-        ea, eb = self._lane_record(a), self._lane_record(b)
-        self._lane_ops.wait(eb, a)
-        self._lane_ops.wait(ea, b)
+        ea, eb = self._record(stream=a), self._record(stream=b)
+        self._streams.wait(eb, a)
+        self._streams.wait(ea, b)
 
     def join_lanes(self) -> None:
         """The step's stream waits for both lanes; the held tensors are released (every
@@ -509,7 +497,7 @@ class SegmentExecutor:
         if self.lanes is None or not self._forked:
             return
         for s in self.lanes:
-            self._lane_ops.join(self._lane_main, s)
+            self._streams.join(self._main, s)
         self._held.clear()
         self._forked = False
 
@@ -587,16 +575,18 @@ class SegmentExecutor:
             return EventWork(self._record())
         return w
 
-    def _record(self, side: bool = False):
+    def _record(self, side: bool = False, stream=None):
         """An event of the pool, recorded on the current stream (``side``: on the side
-        stream)."""
+        stream; ``stream``: on that one, a micro-batch lane or the step's)."""
         i = self._ev_n
         self._ev_n = i + 1
         pool = self._ev_pool
         if i == len(pool):
             pool.append(self._streams.event())
         ev = pool[i]
-        self._streams.record(ev, self.side if (side or self._on_side) else self._main)
+        if stream is None:
+            stream = self.side if (side or self._on_side) else self._main
+        self._streams.record(ev, stream)
         return ev
 
     def wait(self, p: Pending | None, *, side: bool = False) -> None:

@@ -129,9 +129,9 @@ class LaneCtx:
         ex = self.ex
         if not ex._forked:
             ex._fork()
-        ex._lane_ops.set(ex.lanes[self.i])
+        ex._streams.set(ex.lanes[self.i])
         self.inner.__enter__()
 
     def __exit__(self, *exc) -> None:
         self.inner.__exit__(*exc)
-        self.ex._lane_ops.set(self.ex._lane_main)
+        self.ex._streams.set(self.ex._main)
