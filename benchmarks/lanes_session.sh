@@ -41,7 +41,7 @@ while IFS='|' read -r name flags; do
     --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ (tp|nocomm|domino)|rror|peak" | head -8
 done <<< "$RUNS"
 if [ -z "${SKIP_BENCH:-}" ]; then
-  B="python3 benchmarks/bench_schedule.py --model llama3-3b --seq 1024 --mbs 2 --variants eager,graphs --graph-scope step"
+  B="python3 benchmarks/bench_schedule.py --model llama3-3b --seq 1024 --mbs 2 --variants eager,graphs --graph-scope step --steps ${BENCH_STEPS:-10} --warmup ${BENCH_WARMUP:-3}"
   echo "== bench_schedule at $(el) s"
   timeout 100 $B --schedules tp,domino --out "$W/bench/base.json" > "$W/bench/base.txt" 2>&1
   grep -E "^(plain|tp|domino) |/" "$W/bench/base.txt" | head -16
