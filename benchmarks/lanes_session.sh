@@ -5,7 +5,7 @@
 # 1. gpu_verify --tp 1 --mb-streams: the lanes' gradients vs the fp32 unsharded model
 #    (eager, accumulate, column split, one graph per step), fp32 and bf16;
 # 2. the headline command, emulated TP 8 (llama3-3b 28 L, seq 4096, mbs 2, --cuda-graphs,
-#    --mode all, STEPS timed steps) per RUNS row "name|flags", via fidelity_parts.sh;
+#    --mode all, STEPS timed steps) per RUNS row "name|env|flags";
 #    a row starting with "8b-" runs only while less than LATE_S seconds have passed;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
 #    the baseline, and domino with --mb-streams 2.
@@ -28,15 +28,15 @@ if [ -z "${SKIP_VERIFY:-}" ]; then
   timeout 150 python3 benchmarks/gpu_verify.py --tp 1 --mb-streams --out "$W/verify" 2>&1 \
     | grep -E "^domino|rror" | cut -c1-220
 fi
-RUNS=${RUNS:-"ce-joint|--cuda-graphs --comm-engine ce
-ce-lanes|--cuda-graphs --comm-engine ce --mb-streams 2
-sm-joint|--cuda-graphs
-sm-lanes|--cuda-graphs --mb-streams 2"}
-while IFS='|' read -r name flags; do
+RUNS=${RUNS:-"ce-joint||--cuda-graphs --comm-engine ce
+ce-lanes||--cuda-graphs --comm-engine ce --mb-streams 2
+sm-joint||--cuda-graphs
+sm-lanes||--cuda-graphs --mb-streams 2"}
+while IFS='|' read -r name envs flags; do
   [ -n "$name" ] || continue
   case $name in 8b-*) [ "$(el)" -lt "$LATE_S" ] || { echo "== skip $name at $(el) s"; continue; } ;; esac
-  echo "== run $name ($flags) at $(el) s"
-  timeout "${RUN_S:-90}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 --comm emulate \
+  echo "== run $name ($envs $flags) at $(el) s"
+  env $envs timeout "${RUN_S:-90}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 --comm emulate \
     --mode all --steps "${STEPS:-16}" --block-steps 4 --profile-steps 2 --no-analyze \
     --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ (tp|nocomm|domino)|rror|peak" | head -8
 done <<< "$RUNS"

@@ -13,8 +13,21 @@ Python calls per step (151k of 177k at 28 layers; ``benchmarks/bench_sp_host.py`
 from __future__ import annotations
 
 import collections
+import os
 
 import torch
+
+
+def lane_priorities() -> tuple[int, int]:
+    """(lead, follow) stream priorities of the micro-batch lanes, from
+    ``DOMINO_PROF_LANE_PRIORITY`` ("lead,follow"; lower is higher, 0 the lowest)."""
+    v = os.environ.get("DOMINO_PROF_LANE_PRIORITY", "-100,0")
+    try:
+        lead, follow = (int(x) for x in v.split(","))
+    except ValueError:
+        raise ValueError(f"DOMINO_PROF_LANE_PRIORITY={v!r}: give two integers, lead,follow "
+                         "(e.g. -1,0; lower is higher priority)") from None  # fmt: skip
+    return lead, follow
 
 
 class CudaStreams:
@@ -27,11 +40,13 @@ class CudaStreams:
         self.device = device
 
     def lanes(self) -> tuple:
-        """Two compute streams for the micro-batches (``--mb-streams 2``): the leading
-        one at the device's highest priority (torch maps a number below the range to
-        it), the following one at the lowest (0, the default streams')."""
-        return (torch.cuda.Stream(self.device, priority=-100),
-                torch.cuda.Stream(self.device, priority=0))  # fmt: skip
+        """Two compute streams for the micro-batches (``--mb-streams 2``), at the
+        priorities ``DOMINO_PROF_LANE_PRIORITY`` gives as "lead,follow" (default "-100,0":
+        the leading one at the device's highest priority, torch maps a number below the
+        range to it; the following one at the lowest, the default streams' 0)."""
+        lead, follow = lane_priorities()
+        return (torch.cuda.Stream(self.device, priority=lead),
+                torch.cuda.Stream(self.device, priority=follow))  # fmt: skip
 
     def current(self):
         """The current stream of the model's device, whichever device is current: the
