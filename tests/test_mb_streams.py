@@ -81,8 +81,11 @@ def test_lanes_give_the_same_gradients_bit_for_bit():
         assert all(torch.equal(a, b) for a, b in zip(g1, g2))
 
 
-def test_lanes_order_the_two_micro_batches_as_written():
+@pytest.mark.parametrize("phases", ["fwd,bwd", "bwd"])
+def test_lanes_order_the_two_micro_batches_as_written(phases, monkeypatch):
+    monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", phases)
     cs, ex, _, _ = _lanes_step()
+    split_fwd = phases == "fwd,bwd"
     log = cs.log
     runs = [(i, e[1], e[2]) for i, e in enumerate(log) if e[0] == "run"]
     # fork: the first stream calls are a record on the step's stream, both lanes wait it
@@ -99,7 +102,7 @@ def test_lanes_order_the_two_micro_batches_as_written():
             nxt = next(k for j, k, _ in runs if j > i)
             assert nxt[2] == 0 and nxt[0] in ("D", "HD", "E"), (key, nxt)
             continue
-        lead = (b == 0) if i <= last_fwd else (b == 1)
+        lead = (b == 0 or not split_fwd) if i <= last_fwd else (b == 1)
         assert stream == ("lead" if lead else "follow"), key
     # one W per unit: 4 sub-layers and the head
     assert sorted(k[1] for _, k, _ in runs if k[0] == "W") == [0, 1, 2, 3, 4]
@@ -115,6 +118,7 @@ def test_lanes_order_the_two_micro_batches_as_written():
         name, u, b = key[:3]
         if stream != "follow" or name == "W":
             continue
+        assert i > last_fwd or split_fwd, key  # "bwd": no follower in forward
         if i <= last_fwd and name in ("F", "H1"):
             # forward follower: waits for the leader's point just before its segment of
             # the same unit (after the [ΣT, ·] buffers were allocated there)
@@ -142,6 +146,21 @@ def test_lanes_order_the_two_micro_batches_as_written():
     assert [(e[0], e[1], e[2]) for e in log[-2:]] == [("join", "lead", "main"),
                                                       ("join", "follow", "main")]  # fmt: skip
     assert ex._held == []
+
+
+def test_lane_knobs_are_checked(monkeypatch):
+    from domino_prof.reference_model.streams import lane_phases, lane_priorities
+
+    assert lane_priorities() == (-100, 0) and lane_phases() == ("fwd", "bwd")
+    monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "-1,0")
+    monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "bwd")
+    assert lane_priorities() == (-1, 0) and lane_phases() == ("bwd",)
+    monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "high")
+    with pytest.raises(ValueError, match="give two integers, lead,follow"):
+        lane_priorities()
+    monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "fwd,back")
+    with pytest.raises(ValueError, match="give fwd,bwd or bwd or fwd"):
+        lane_phases()
 
 
 def test_lanes_hold_what_a_lane_touched_until_the_join():

@@ -15,6 +15,7 @@ import torch
 from domino_prof.reference_model import segments as S
 from domino_prof.reference_model.executor import _NULL, Deferred, _profiling
 from domino_prof.reference_model.layers import Head, Layer, Unit
+from domino_prof.reference_model.streams import lane_phases
 
 
 @dataclass(slots=True)
@@ -66,6 +67,8 @@ class StepBase:
         self.losses: list[torch.Tensor] = []
         # --mb-streams 2 (tp_step.AllReduceStep): each micro-batch on a lane of its own
         self.lanes: bool = bool(getattr(runner, "mb_streams", 1) == 2 and n == 2)
+        # the phases whose two micro-batches take a lane each (the other: the lead lane)
+        self.lane_phases: tuple[str, ...] = lane_phases() if self.lanes else ()
         self._phase: str | None = None
 
     def at(self, phase: str, u: Unit, b: int):
@@ -80,7 +83,8 @@ class StepBase:
             if self._phase is not None:
                 self.ex.lanes_barrier()
             self._phase = phase
-        return self.ex.lane(int(self._lead_b(phase) != b), rng)
+        split = phase in self.lane_phases
+        return self.ex.lane(int(split and self._lead_b(phase) != b), rng)
 
     def _lead_b(self, phase: str) -> int:
         """The micro-batch a phase issues first: forward 0, backward the last."""

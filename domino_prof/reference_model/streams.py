@@ -30,6 +30,16 @@ def lane_priorities() -> tuple[int, int]:
     return lead, follow
 
 
+def lane_phases() -> tuple[str, ...]:
+    """The phases whose micro-batches run on two lanes, from ``DOMINO_PROF_LANE_PHASES``
+    ("fwd,bwd", the default, or "bwd": forward on the lead lane alone, in order)."""
+    v = os.environ.get("DOMINO_PROF_LANE_PHASES", "fwd,bwd")
+    phases = tuple(x for x in v.split(",") if x)
+    if not phases or set(phases) - {"fwd", "bwd"}:
+        raise ValueError(f"DOMINO_PROF_LANE_PHASES={v!r}: give fwd,bwd or bwd or fwd")
+    return phases
+
+
 class CudaStreams:
     """The CUDA calls behind the side stream: a stream switch is one ``set_stream``; an
     event is recorded on, and waited for by, a stream the executor names. ``side``

@@ -149,7 +149,7 @@ class AllReduceStep(StepBase):
     def forward(self, u: Unit, b: int) -> None:
         h, y = self.cur[b]
         keep_n = self.wgrad_in == "accumulate" and self.rows[b] is not None
-        if self.lanes:
+        if self.lanes and "fwd" in self.lane_phases:
             self._lanes_fwd(u, b, h, keep_n)
         if isinstance(u, Head):
             self.losses.append(self._head_forward(b, h, y))
@@ -195,10 +195,11 @@ class AllReduceStep(StepBase):
         leader's of the same unit (it allocated the unit's [ΣT, ·] gradient buffers, and
         it wrote first the norm weight's gradient that the follower adds to)."""
         lead = b == self.n - 1
-        if self.lanes and not lead:
+        lanes = self.lanes and "bwd" in self.lane_phases
+        if lanes and not lead:
             self.ex.lane_wait(1, self._lead_ev)
         self._dgrad(u, b)
-        if self.lanes and lead:
+        if lanes and lead:
             self._lead_ev = self.ex.lane_record(0)
 
     def _dgrad(self, u: Unit, b: int) -> None:
@@ -241,11 +242,12 @@ class AllReduceStep(StepBase):
         the follower after the leader, as in :meth:`dgrad`: both add into that gradient
         and into unit 0's norm weight's)."""
         lead = b == self.n - 1
-        if self.lanes and not lead:
+        lanes = self.lanes and "bwd" in self.lane_phases
+        if lanes and not lead:
             self.ex.lane_wait(1, self._lead_ev)
         self.ex.run(
             ("E", 0, b), S.seg_embed_bwd, self.g[b], self.pend[b], self.tok[b],
             self.embedding.weights[0].grad, keep=0, pre=self._take_pre(b),
         )  # fmt: skip
-        if self.lanes and lead:
+        if lanes and lead:
             self._lead_ev = self.ex.lane_record(0)
