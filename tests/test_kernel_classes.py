@@ -133,3 +133,22 @@ def test_split_cli_names_a_run_without_domino_nocomm(tmp_path):
                        text=True, check=False)  # fmt: skip
     assert p.returncode != 0 and "no domino-nocomm trace" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_concurrent_time_is_the_events_beyond_their_union_per_device():
+    m = _mod()
+
+    def ev(ts, dur, stream, pid=0, cat="kernel"):
+        return {"ph": "X", "cat": cat, "name": "k", "ts": ts, "dur": dur, "pid": pid,
+                "args": {"device": pid, "stream": stream}}  # fmt: skip
+
+    trace = {"traceEvents": [
+        ev(0, 100, 7), ev(50, 100, 8),  # 50 µs at once (union 150 of 200)
+        ev(200, 10, 7), ev(205, 10, 8, cat="gpu_memcpy"),  # 5 µs at once, a copy beside
+        ev(300, 40, 7), ev(350, 10, 7),  # one after the other: none
+        ev(0, 100, 7, pid=1),  # another device, alone: none
+    ]}  # fmt: skip
+    # (50 + 5) µs over 2 steps = 0.0275 ms
+    assert m.concurrent_ms(trace, 2) == pytest.approx(0.0275)
+    assert m.concurrent_ms(TRACE, 1) == pytest.approx((3000 + 1000 + 2000 + 5000 + 1000 + 500
+                                                      + 700 - 5000) / 1e3)  # all at ts 0
