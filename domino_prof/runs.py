@@ -41,7 +41,7 @@ from domino_prof import engine
 from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
 from domino_prof.reference_model import modes as mode_registry
-from domino_prof.reference_model.config import RunConfig, comm_info, config_notes
+from domino_prof.reference_model.config import RunConfig, comm_info, config_notes, lanes_info
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -131,6 +131,8 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "notes": config_notes(cfg),
         "status": STATUS_COMPLETE,
     }
+    if (lanes := lanes_info(cfg)) is not None:  # --mb-streams 2: its environment knobs
+        run["lanes"] = lanes
     _analyse_and_write(out, run, analyze=analyze)
     res_path.unlink()
     return run

@@ -93,13 +93,25 @@ def _hidden(run: dict, mode: str) -> float | None:
     return ((run.get("modes") or {}).get(mode) or {}).get("hidden_pct")
 
 
-def _command(cfg: dict, comm: dict | None = None) -> str:
+def _lanes_env(lanes: dict | None) -> list[str]:
+    """A run.json's ``lanes`` (--mb-streams 2) as the environment settings that differ
+    from the defaults (config.lane_phases / lane_priorities)."""
+    env = []
+    if lanes and lanes.get("phases", ["fwd", "bwd"]) != ["fwd", "bwd"]:
+        env.append(f"DOMINO_PROF_LANE_PHASES={','.join(lanes['phases'])}")
+    if lanes and lanes.get("priority", [-100, 0]) != [-100, 0]:
+        env.append(f"DOMINO_PROF_LANE_PRIORITY={','.join(map(str, lanes['priority']))}")
+    return env
+
+
+def _command(cfg: dict, comm: dict | None = None, lanes: dict | None = None) -> str:
     """The `domino-prof run` flags of a run.json's config that differ from the tiny CPU
     default (enough to re-run it); with the run's ``comm`` block, the copy-engine model's
-    environment overrides where they differ from today's defaults (emulation/ce.py)."""
+    environment overrides where they differ from today's defaults (emulation/ce.py), and
+    with its ``lanes`` block, the micro-batch lanes' (--mb-streams 2)."""
     model = cfg.get("model") or {}
     name = model.get("name") if isinstance(model, dict) else model
-    env = []
+    env = _lanes_env(lanes)
     ce_used = (comm or {}).get("ce") or {}
     if ce_used:
         from domino_prof.emulation.ce import CeParams
@@ -162,7 +174,7 @@ def run_comparison(*, run: str) -> list[str]:
         rows.append([r["mode"], _f(r["step_ms"], ".2f"), _f(r.get("hidden_pct"), ".1f"),
                      _f(r.get("speedup_vs_tp"), ".3f"), _f(r.get("frac_of_nocomm"), ".3f")])  # fmt: skip
     steps = cfg.get("timed_steps")
-    out = [f"`{_command(cfg, doc.get('comm'))}` ({steps} timed steps per mode in blocks of "
+    out = [f"`{_command(cfg, doc.get('comm'), doc.get('lanes'))}` ({steps} timed steps per mode in blocks of "
            f"{cfg.get('block_steps')}, modes interleaved), {_link(p)}"
            f"{'; ' + label if label else ''}:", ""]  # fmt: skip
     out += _table(["mode", "timed step ms", "hidden %", "speedup vs tp", "of nocomm"], rows)
@@ -180,7 +192,7 @@ def run_verdicts(*, runs: str | list[str]) -> list[str]:
         dom = v.get("domino")
         word = f" ({dom['word']})" if dom else ""
         label = comm_label(doc) or "real comm"
-        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'))}`", label,
+        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'), doc.get('lanes'))}`", label,
                      _ratio(doc, "domino", "tp", interval=True) + word,
                      _ratio(doc, "domino", "nocomm"), _f(_hidden(doc, "domino"), ".1f"),
                      _ratio(doc, "domino-sp", "sp", interval=True), _link(p.parent)])  # fmt: skip
@@ -201,7 +213,7 @@ def run_limits(*, runs: str | list[str]) -> list[str]:
         if lim.get("method") != "measured":
             continue
         label = comm_label(doc) or "real comm"
-        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'))}`", label,
+        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'), doc.get('lanes'))}`", label,
                      _f(lim.get("timed_of_bound"), ".3f"), _f(lim.get("gap_ms"), ".2f"),
                      _f(lim.get("split_ms"), ".2f"), _f(lim.get("exposed_comm_ms"), ".2f"),
                      _f(lim.get("exposed_cost_ms"), ".2f"),
@@ -328,8 +340,17 @@ def run_rows(*, runs: list[str], modes: list[str]) -> list[str]:
         ce_used = (doc.get("comm") or {}).get("ce")
         engine = (f", copy engines (pace {ce_used.get('pace')})" if ce_used
                   else ", copy engines" if cfg.get("comm_engine") == "ce" else "")  # fmt: skip
+        knobs = [*_lanes_env(doc.get("lanes"))]
+        if cfg.get("wgrad_in", "joint") != "joint":
+            knobs.append(f"--wgrad-in {cfg['wgrad_in']}")
+        if cfg.get("mb_streams", 1) != 1:
+            knobs.append(f"--mb-streams {cfg['mb_streams']}")
+        if cfg.get("high_priority_comm"):
+            knobs.append("--high-priority-comm")
+        knobs = [f"`{k}`" for k in knobs]
         what = (f"{model}, mbs {cfg.get('mbs')}, {'CUDA graphs' if cfg.get('cuda_graphs') else 'eager'}"
-                f"{', ' + comm_label(doc) if comm_label(doc) else ''}{engine}")  # fmt: skip
+                f"{', ' + comm_label(doc) if comm_label(doc) else ''}{engine}"
+                f"{', ' + ' '.join(knobs) if knobs else ''}")  # fmt: skip
         rows.append([what, *(_f(((doc["modes"].get(m) or {}).get("step_ms")), ".1f") for m in modes),
                      _ratio(doc, "domino", "tp"), _ratio(doc, "domino", "nocomm"), _link(p)])  # fmt: skip
     return _table(["run", *(f"{m} ms" for m in modes), "domino / tp", "domino / nocomm", "file"],
@@ -403,6 +424,14 @@ RUNS_04D = [f"reports/emulated-h200-2026-12-04d/call2/{d}/run.json" for d in (
 RUNS_04D_KNOBS = [f"reports/emulated-h200-2026-12-04d/{d}/run.json" for d in (
     "call3/graphs-ce-phase", "call3/ce-carve8", "call3/ce-carve16", "call3/ce-hp",
     "call4/ce-hp-carve16", "call3/8b-ce-hp", "call4/8b-ce-hp-carve16")]
+
+# 2026-12-06, call 1 (one H200): --mb-streams 2 and --wgrad-in accumulate, each beside its
+# baseline; call 2 (one H100: no H200 came): the lanes in backward only, and the priorities
+RUNS_06 = [f"reports/emulated-h200-2026-12-06/call1/{d}/run.json" for d in (
+    "ce-joint", "ce-lanes", "ce-acc", "ce-lanes-acc", "sm-joint", "sm-lanes", "8b-ce-joint",
+    "8b-ce-lanes")]
+RUNS_06_H100 = [f"reports/emulated-h200-2026-12-06/call2/{d}/run.json" for d in (
+    "ce-joint", "ce-lanes-bwd", "ce-lanes-bwd-eq-hpc", "ce-lanes-eq-hpc", "sm-lanes-bwd")]
 
 SECTIONS: list[dict] = [
     {
@@ -557,6 +586,57 @@ SECTIONS: list[dict] = [
                 "than it gives, and helps domino-sp, whose small chain segments run on a "
                 "side stream beside the GEMMs. Every knob is off by default. The table of "
                 "domino-sp's figures: reports/emulated-h200-2026-12-04d/README.md.",
+    },
+    {
+        "title": "Each micro-batch on a stream of its own, `--mb-streams 2` (emulated comm)",
+        "where": "one H200, 2026-12-06, one call; llama3-3b (28 layers) and llama3-8b (32 "
+                 "layers), seq 4096, mbs 2, TP 8, `--cuda-graphs` (one graph per step), 16 "
+                 "timed steps",
+        "render": run_rows,
+        "args": {"runs": RUNS_06,
+                 "modes": ["tp", "nocomm", "domino", "domino-nocomm", "domino-sp"]},
+        "text": "Rows in pairs, each beside its baseline: `--mb-streams 2` (the micro-batches "
+                "on a high- and a low-priority stream) takes domino-nocomm from 0.897 to "
+                "0.977 of nocomm (the split's own cost 7.47 -> 1.68 ms), but domino from "
+                "0.801 to 0.781: the comm is exposed more. `--wgrad-in accumulate` takes the "
+                "copies out (split 7.47 -> 6.37 ms) and domino does not move (0.796). Both "
+                "stay off by default. reports/emulated-h200-2026-12-06/README.md.",
+    },
+    {
+        "title": "What limits domino with a stream per micro-batch (emulated comm)",
+        "where": "one H200, 2026-12-06; the runs above",
+        "render": run_limits,
+        "args": {"runs": RUNS_06},
+        "text": "Per profiled step. With two compute streams the parts do not add up (the "
+                "overlap tax compares kernel times class by class, and concurrent kernels "
+                "slow each other in domino-nocomm too): only the split's own cost and the "
+                "gap are measured figures in those rows.",
+    },
+    {
+        "title": "A stream per micro-batch in backward only, and the streams' priorities "
+                 "(emulated comm, H100)",
+        "where": "one H100 (no H200 was lent for the call), 2026-12-06; llama3-3b, the "
+                 "shape above, `--comm-engine ce` unless the row says sm",
+        "render": run_rows,
+        "args": {"runs": RUNS_06_H100,
+                 "modes": ["tp", "nocomm", "domino", "domino-nocomm", "domino-sp"]},
+        "text": "The first row is the baseline of this call (an H100: compare within the "
+                "table). `DOMINO_PROF_LANE_PHASES=bwd` keeps the comm-bound forward on one "
+                "stream; `DOMINO_PROF_LANE_PRIORITY=0,0` with `--high-priority-comm` puts the "
+                "comm above both lanes. Every `--comm-engine ce` variant is 0.005 to 0.007 under "
+                "the baseline; the sm row has no baseline of its own in this call.",
+    },
+    {
+        "title": "The schedules' own cost, and with a stream per micro-batch: one H200, tp 1, "
+                 "2026-12-06",
+        "where": "one H200, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2; eager "
+                 "and one graph per step",
+        "render": bench_schedule,
+        "args": {"file": "reports/emulated-h200-2026-12-06/call1/bench_schedule_base.json"},
+        "text": "domino graphs / tp graphs 1.028, tp eager / plain 0.990 (the host ran slow "
+                "in the eager domino rows: probe 12 ms). With `--mb-streams 2` "
+                "(bench_schedule_lanes.json, same call): domino graphs 79.99 ms against tp "
+                "graphs 80.98, 0.988; peak reserved 27.5 GB against 22.9.",
     },
     {
         "title": "The schedules' own cost with one graph per step: one H200, tp 1, 2026-12-03",

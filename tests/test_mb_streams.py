@@ -149,7 +149,7 @@ def test_lanes_order_the_two_micro_batches_as_written(phases, monkeypatch):
 
 
 def test_lane_knobs_are_checked(monkeypatch):
-    from domino_prof.reference_model.streams import lane_phases, lane_priorities
+    from domino_prof.reference_model.config import lane_phases, lane_priorities
 
     assert lane_priorities() == (-100, 0) and lane_phases() == ("fwd", "bwd")
     monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "-1,0")
@@ -158,9 +158,23 @@ def test_lane_knobs_are_checked(monkeypatch):
     monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "high")
     with pytest.raises(ValueError, match="give two integers, lead,follow"):
         lane_priorities()
+    with pytest.raises(ConfigError, match="--mb-streams 2: DOMINO_PROF_LANE_PRIORITY='high': "
+                                          "give two integers"):  # fmt: skip
+        RunConfig(model=tiny(), device="cuda", mb_streams=2).validate()
     monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "fwd,back")
     with pytest.raises(ValueError, match="give fwd,bwd or bwd or fwd"):
         lane_phases()
+
+
+def test_run_json_records_the_lanes_knobs(monkeypatch):
+    from domino_prof.reference_model.config import lanes_info
+
+    assert lanes_info(RunConfig(model=tiny())) is None
+    cfg = RunConfig(model=tiny(), device="cuda", comm="emulate", tp=2, mb_streams=2)
+    assert lanes_info(cfg) == {"phases": ["fwd", "bwd"], "priority": [-100, 0]}
+    monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "bwd")
+    monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "0,0")
+    assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0]}
 
 
 def test_lanes_hold_what_a_lane_touched_until_the_join():

@@ -262,6 +262,37 @@ def comm_info(cfg: RunConfig) -> dict:
     }
 
 
+def lane_priorities() -> tuple[int, int]:
+    """(lead, follow) stream priorities of the micro-batch lanes, from
+    ``DOMINO_PROF_LANE_PRIORITY`` ("lead,follow"; lower is higher, 0 the lowest)."""
+    v = os.environ.get("DOMINO_PROF_LANE_PRIORITY", "-100,0")
+    try:
+        lead, follow = (int(x) for x in v.split(","))
+    except ValueError:
+        raise ValueError(f"DOMINO_PROF_LANE_PRIORITY={v!r}: give two integers, lead,follow "
+                         "(e.g. -1,0; lower is higher priority)") from None  # fmt: skip
+    return lead, follow
+
+
+def lane_phases() -> tuple[str, ...]:
+    """The phases whose micro-batches run on two lanes, from ``DOMINO_PROF_LANE_PHASES``
+    ("fwd,bwd", the default, or "bwd": forward on the lead lane alone, in order)."""
+    v = os.environ.get("DOMINO_PROF_LANE_PHASES", "fwd,bwd")
+    phases = tuple(x for x in v.split(",") if x)
+    if not phases or set(phases) - {"fwd", "bwd"}:
+        raise ValueError(f"DOMINO_PROF_LANE_PHASES={v!r}: give fwd,bwd or bwd or fwd")
+    return phases
+
+
+def lanes_info(cfg) -> dict | None:
+    """run.json's ``lanes``: the micro-batch lanes' phases and stream priorities of a run
+    with ``--mb-streams 2`` (their knobs are environment variables: recorded here so the
+    run can be repeated), else None."""
+    if getattr(cfg, "mb_streams", 1) != 2:
+        return None
+    return {"phases": list(lane_phases()), "priority": list(lane_priorities())}
+
+
 def config_notes(cfg: RunConfig) -> list[str]:
     """run.json's notes that the config alone warrants (printed by `run` too): a choice
     that runs, but not as its user likely meant."""
@@ -371,8 +402,9 @@ class RunConfig:
     # the micro-batched all-reduce schedules' column-parallel weight gradients (wqkv, w13):
     # one GEMM over the [ΣT, d] buffer of norm outputs (each copied in: the fused norm
     # kernel takes no out=) or one GEMM per micro-batch accumulating, no copy (units.py).
-    # joint stays the default until a GPU measures accumulate (issue 34: the copies are
-    # 1.6 ms of the headline's 7.4 ms split, reports/split-classes-2026-12-05)
+    # joint stays the default: measured on one H200 (reports/emulated-h200-2026-12-06),
+    # accumulate cuts the copies (split 7.47 -> 6.37 ms) but not domino's step (0.801 ->
+    # 0.796 of nocomm; the copies sit in the comm-bound forward)
     wgrad_in: str = _field("joint", "--wgrad-in", "Micro-batched all-reduce schedules: the "
                            "column-parallel weights' gradients as one GEMM over every "
                            "micro-batch (joint: their norm outputs copied into one buffer) or "
@@ -380,7 +412,9 @@ class RunConfig:
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
-    # rank, kernel tails, the gaps between kernels). 1 stays the default until measured.
+    # rank, kernel tails, the gaps between kernels). Measured on one H200, emulated TP 8
+    # (reports/emulated-h200-2026-12-06): domino-nocomm 0.897 -> 0.977 of nocomm, but domino
+    # 0.801 -> 0.781 (the comm-bound forward's all-reduces issue later): 1 stays the default
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
@@ -627,6 +661,10 @@ class RunConfig:
         if self.device != "cuda":
             raise ConfigError("--mb-streams 2 needs --device cuda (CUDA streams); on CPU "
                               "the micro-batches run one after the other (drop it)")  # fmt: skip
+        try:  # its environment knobs: a bad value is one line here, not a rank's traceback
+            lane_phases(), lane_priorities()
+        except ValueError as e:
+            raise ConfigError(f"--mb-streams 2: {e}") from None
         n = len(self.split_sizes) if self.split_sizes is not None else self.splits
         if n != 2:
             raise ConfigError(f"--mb-streams 2 takes 2 micro-batches, got --splits {n}; "

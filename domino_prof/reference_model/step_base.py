@@ -15,7 +15,7 @@ import torch
 from domino_prof.reference_model import segments as S
 from domino_prof.reference_model.executor import _NULL, Deferred, _profiling
 from domino_prof.reference_model.layers import Head, Layer, Unit
-from domino_prof.reference_model.streams import lane_phases
+from domino_prof.reference_model.config import lane_phases
 
 
 @dataclass(slots=True)

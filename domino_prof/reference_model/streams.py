@@ -13,31 +13,10 @@ Python calls per step (151k of 177k at 28 layers; ``benchmarks/bench_sp_host.py`
 from __future__ import annotations
 
 import collections
-import os
 
 import torch
 
-
-def lane_priorities() -> tuple[int, int]:
-    """(lead, follow) stream priorities of the micro-batch lanes, from
-    ``DOMINO_PROF_LANE_PRIORITY`` ("lead,follow"; lower is higher, 0 the lowest)."""
-    v = os.environ.get("DOMINO_PROF_LANE_PRIORITY", "-100,0")
-    try:
-        lead, follow = (int(x) for x in v.split(","))
-    except ValueError:
-        raise ValueError(f"DOMINO_PROF_LANE_PRIORITY={v!r}: give two integers, lead,follow "
-                         "(e.g. -1,0; lower is higher priority)") from None  # fmt: skip
-    return lead, follow
-
-
-def lane_phases() -> tuple[str, ...]:
-    """The phases whose micro-batches run on two lanes, from ``DOMINO_PROF_LANE_PHASES``
-    ("fwd,bwd", the default, or "bwd": forward on the lead lane alone, in order)."""
-    v = os.environ.get("DOMINO_PROF_LANE_PHASES", "fwd,bwd")
-    phases = tuple(x for x in v.split(",") if x)
-    if not phases or set(phases) - {"fwd", "bwd"}:
-        raise ValueError(f"DOMINO_PROF_LANE_PHASES={v!r}: give fwd,bwd or bwd or fwd")
-    return phases
+from domino_prof.reference_model.config import lane_priorities
 
 
 class CudaStreams:
