@@ -69,8 +69,9 @@ def test_every_emulated_figure_says_emulated():
     # the full-depth headline, the paced headline, its limits, the TP 2/4/8 table; then
     # (2026-12-03b) the paced table, the stand-in before/after row, the re-run headline and
     # 8b, their limits, the tune sweeps; (2026-12-03c) one graph per step and its limits;
-    # (2026-12-04d) the copy-engine collectives, their limits, the knobs beside them
-    assert n == 14
+    # (2026-12-04d) the copy-engine collectives, their limits, the knobs beside them;
+    # (2026-12-06) a stream per micro-batch, its limits, the backward-only / priority rows
+    assert n == 17
 
 
 def test_the_readme_fits_on_a_screen_or_two():
