@@ -598,7 +598,8 @@ SECTIONS: list[dict] = [
         "text": "Rows in pairs, each beside its baseline: `--mb-streams 2` (the micro-batches "
                 "on a high- and a low-priority stream) takes domino-nocomm from 0.897 to "
                 "0.977 of nocomm (the split's own cost 7.47 -> 1.68 ms), but domino from "
-                "0.801 to 0.781: the comm is exposed more. `--wgrad-in accumulate` takes the "
+                "0.801 to 0.781: the comm is exposed more, in the backward "
+                "(benchmarks/exposed_by_part.py). `--wgrad-in accumulate` takes the "
                 "copies out (split 7.47 -> 6.37 ms) and domino does not move (0.796). Both "
                 "stay off by default. reports/emulated-h200-2026-12-06/README.md.",
     },
@@ -621,8 +622,7 @@ SECTIONS: list[dict] = [
         "args": {"runs": RUNS_06_H100,
                  "modes": ["tp", "nocomm", "domino", "domino-nocomm", "domino-sp"]},
         "text": "The first row is the baseline of this call (an H100: compare within the "
-                "table). `DOMINO_PROF_LANE_PHASES=bwd` keeps the comm-bound forward on one "
-                "stream; `DOMINO_PROF_LANE_PRIORITY=0,0` with `--high-priority-comm` puts the "
+                "table). `DOMINO_PROF_LANE_PHASES=bwd` keeps the forward on one stream; `DOMINO_PROF_LANE_PRIORITY=0,0` with `--high-priority-comm` puts the "
                 "comm above both lanes. Every `--comm-engine ce` variant is 0.005 to 0.007 under "
                 "the baseline; the sm row has no baseline of its own in this call.",
     },

@@ -404,7 +404,7 @@ class RunConfig:
     # kernel takes no out=) or one GEMM per micro-batch accumulating, no copy (units.py).
     # joint stays the default: measured on one H200 (reports/emulated-h200-2026-12-06),
     # accumulate cuts the copies (split 7.47 -> 6.37 ms) but not domino's step (0.801 ->
-    # 0.796 of nocomm; the copies sit in the comm-bound forward)
+    # 0.796 of nocomm; the copies sit in the forward, whose all-reduces set its time)
     wgrad_in: str = _field("joint", "--wgrad-in", "Micro-batched all-reduce schedules: the "
                            "column-parallel weights' gradients as one GEMM over every "
                            "micro-batch (joint: their norm outputs copied into one buffer) or "
@@ -414,7 +414,8 @@ class RunConfig:
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
     # rank, kernel tails, the gaps between kernels). Measured on one H200, emulated TP 8
     # (reports/emulated-h200-2026-12-06): domino-nocomm 0.897 -> 0.977 of nocomm, but domino
-    # 0.801 -> 0.781 (the comm-bound forward's all-reduces issue later): 1 stays the default
+    # 0.801 -> 0.781 (backward: the in-order comm stream queues the leader's all-reduce
+    # behind the slowed follower's, benchmarks/exposed_by_part.py): 1 stays the default
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
