@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "exposed_by_part.py"
+import script_module
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("_exposed_by_part", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module.load("benchmarks/exposed_by_part.py")
 
 
 def test_exposed_comm_per_slice_by_hand():

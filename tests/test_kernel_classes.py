@@ -4,22 +4,19 @@ classes by name and the per-step sums of a hand-made trace."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import script_module
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_classes.py"
 
 
 def _mod():
-    spec = importlib.util.spec_from_file_location("_kernel_classes", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module.load("benchmarks/kernel_classes.py")
 
 
 def _k(name, dur):
