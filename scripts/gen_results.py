@@ -104,6 +104,30 @@ def _lanes_env(lanes: dict | None) -> list[str]:
     return env
 
 
+def _knob_flags(cfg: dict) -> list[str]:
+    """The flags of issue 34's knobs a run.json's config set (absent before them)."""
+    parts = []
+    if cfg.get("splits", 2) != 2:
+        parts.append(f"--splits {cfg['splits']}")
+    if cfg.get("wgrad_in", "joint") != "joint":
+        parts.append(f"--wgrad-in {cfg['wgrad_in']}")
+    if cfg.get("mb_streams", 1) != 1:
+        parts.append(f"--mb-streams {cfg['mb_streams']}")
+    if cfg.get("col_splits", 1) != 1:
+        parts.append(f"--col-splits {cfg['col_splits']}")
+    if cfg.get("comm_ctas") is not None:
+        parts.append(f"--comm-ctas {cfg['comm_ctas']}")
+    if cfg.get("sm_carveout") is not None:
+        parts.append(f"--sm-carveout {cfg['sm_carveout']}")
+        if cfg.get("carveout_scope", "overlap") != "overlap":
+            parts.append(f"--carveout-scope {cfg['carveout_scope']}")
+    if cfg.get("overlap_gemm", "cublas") != "cublas":
+        parts.append(f"--overlap-gemm {cfg['overlap_gemm']}")
+    if cfg.get("high_priority_comm"):
+        parts.append("--high-priority-comm")
+    return parts
+
+
 def _command(cfg: dict, comm: dict | None = None, lanes: dict | None = None) -> str:
     """The `domino-prof run` flags of a run.json's config that differ from the tiny CPU
     default (enough to re-run it); with the run's ``comm`` block, the copy-engine model's
@@ -134,25 +158,7 @@ def _command(cfg: dict, comm: dict | None = None, lanes: dict | None = None) -> 
         parts.append("--comm emulate")
     if cfg.get("comm_engine", "sm") != "sm":
         parts.append(f"--comm-engine {cfg['comm_engine']}")
-    # the knobs of issue 34, where a run set them (run.json's config; absent before them)
-    if cfg.get("splits", 2) != 2:
-        parts.append(f"--splits {cfg['splits']}")
-    if cfg.get("wgrad_in", "joint") != "joint":
-        parts.append(f"--wgrad-in {cfg['wgrad_in']}")
-    if cfg.get("mb_streams", 1) != 1:
-        parts.append(f"--mb-streams {cfg['mb_streams']}")
-    if cfg.get("col_splits", 1) != 1:
-        parts.append(f"--col-splits {cfg['col_splits']}")
-    if cfg.get("comm_ctas") is not None:
-        parts.append(f"--comm-ctas {cfg['comm_ctas']}")
-    if cfg.get("sm_carveout") is not None:
-        parts.append(f"--sm-carveout {cfg['sm_carveout']}")
-        if cfg.get("carveout_scope", "overlap") != "overlap":
-            parts.append(f"--carveout-scope {cfg['carveout_scope']}")
-    if cfg.get("overlap_gemm", "cublas") != "cublas":
-        parts.append(f"--overlap-gemm {cfg['overlap_gemm']}")
-    if cfg.get("high_priority_comm"):
-        parts.append("--high-priority-comm")
+    parts += _knob_flags(cfg)
     if cfg.get("cuda_graphs"):
         parts.append("--cuda-graphs")
         if cfg.get("graph_scope") == "segment":  # the default is step since 2026-12-03c
@@ -340,14 +346,7 @@ def run_rows(*, runs: list[str], modes: list[str]) -> list[str]:
         ce_used = (doc.get("comm") or {}).get("ce")
         engine = (f", copy engines (pace {ce_used.get('pace')})" if ce_used
                   else ", copy engines" if cfg.get("comm_engine") == "ce" else "")  # fmt: skip
-        knobs = [*_lanes_env(doc.get("lanes"))]
-        if cfg.get("wgrad_in", "joint") != "joint":
-            knobs.append(f"--wgrad-in {cfg['wgrad_in']}")
-        if cfg.get("mb_streams", 1) != 1:
-            knobs.append(f"--mb-streams {cfg['mb_streams']}")
-        if cfg.get("high_priority_comm"):
-            knobs.append("--high-priority-comm")
-        knobs = [f"`{k}`" for k in knobs]
+        knobs = [f"`{k}`" for k in (*_lanes_env(doc.get("lanes")), *_knob_flags(cfg))]
         what = (f"{model}, mbs {cfg.get('mbs')}, {'CUDA graphs' if cfg.get('cuda_graphs') else 'eager'}"
                 f"{', ' + comm_label(doc) if comm_label(doc) else ''}{engine}"
                 f"{', ' + ' '.join(knobs) if knobs else ''}")  # fmt: skip

@@ -178,8 +178,8 @@ class SegmentExecutor:
         self._ev_pool: list = []  # events ordering the two streams, reused every step
         self._ev_n = 0  # of the pool, used so far this step
         self._held: list = []  # eager side-stream tensors (in tuples), until streams join
-        # --mb-streams 2 (module doc, "Micro-batch lanes"): lead and follow streams
-        self.mb_lanes = mb_lanes
+        # --mb-streams 2 (module doc, "Micro-batch lanes"): lead and follow streams, None
+        # without them (or on CPU, unless a test swaps some in)
         # (their calls are the side stream's, self._streams, which they exclude: its event
         # pool too; the step's stream, self._main, is the one they fork from and join)
         self.lanes = None
@@ -353,7 +353,7 @@ class SegmentExecutor:
                 g.replay()
             return kept
         f = self._fn(fn)
-        if self.mb_lanes and self.lanes is not None:  # held until the lanes join
+        if self.lanes is not None:  # held until the lanes join
             self._held.append(args)
             if pre is not None:
                 self._held.append(pre.args)
@@ -363,7 +363,7 @@ class SegmentExecutor:
             if pre is not None:
                 pre.fn(*pre.args)
             outs = f(*args)
-            if self.mb_lanes and self.lanes is not None:
+            if self.lanes is not None:
                 self._held.append(outs)
             return outs
 
@@ -559,7 +559,7 @@ class SegmentExecutor:
                 held = args
             elif (side or self._on_side) and self.side is not None:  # waited on the side
                 self._held.append(args)
-        if self.mb_lanes and self.lanes is not None:  # held until the lanes join
+        if self.lanes is not None:  # held until the lanes join
             self._held.append(args)
         p = Pending(key, w, held)
         if async_op:  # in flight until waited for (every mode: the capture pass too)

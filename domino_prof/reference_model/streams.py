@@ -22,7 +22,7 @@ from domino_prof.reference_model.config import lane_priorities
 class CudaStreams:
     """The CUDA calls behind the side stream: a stream switch is one ``set_stream``; an
     event is recorded on, and waited for by, a stream the executor names. ``side``
-    False: no side stream (the micro-batch lanes' calls only, :class:`Lanes`)."""
+    False: no side stream (the micro-batch lanes' calls only, ``SegmentExecutor.lane``)."""
 
     def __init__(self, device, side: bool = True) -> None:
         self.side = torch.cuda.Stream(device) if side else None

@@ -106,6 +106,8 @@ class AllReduceStep(StepBase):
         self.pend: list = [None] * n  # b -> (dn, h, rstd, w_norm, grad, first) of the unit above
         self.acts: dict[tuple[int, int], LayerActs] = {}  # (unit, b)
         self._lead_ev = None  # micro-batch lanes: the leader's last event (module doc)
+        self._lanes_fwd = self.lanes and "fwd" in self.lane_phases
+        self._lanes_bwd = self.lanes and "bwd" in self.lane_phases
 
     def _partial(self, b: int, key, t, src) -> None:
         """Micro-batch b's next partial sums (chunk 0 computed) and their chunks' source."""
@@ -149,8 +151,8 @@ class AllReduceStep(StepBase):
     def forward(self, u: Unit, b: int) -> None:
         h, y = self.cur[b]
         keep_n = self.wgrad_in == "accumulate" and self.rows[b] is not None
-        if self.lanes and "fwd" in self.lane_phases:
-            self._lanes_fwd(u, b, h, keep_n)
+        if self._lanes_fwd:
+            self._lanes_fwd_order(u, b, h, keep_n)
         if isinstance(u, Head):
             self.losses.append(self._head_forward(b, h, y))
             return
@@ -170,7 +172,7 @@ class AllReduceStep(StepBase):
         self._partial(b, ("y", u.index, b), a, ("Y", u.index, x_all, w_out, True))
         self.cur[b] = (h, a)
 
-    def _lanes_fwd(self, u: Unit, b: int, h: torch.Tensor, keep_n: bool) -> None:
+    def _lanes_fwd_order(self, u: Unit, b: int, h: torch.Tensor, keep_n: bool) -> None:
         """Micro-batch lanes, forward (module doc): before the leader's segment, the
         unit's [ΣT, ·] buffers that both micro-batches write are allocated on its lane
         and an event marks that point; the follower's segment waits for it. The
@@ -194,12 +196,20 @@ class AllReduceStep(StepBase):
         """D(u, b). Micro-batch lanes (module doc): the follower's segment waits for the
         leader's of the same unit (it allocated the unit's [ΣT, ·] gradient buffers, and
         it wrote first the norm weight's gradient that the follower adds to)."""
-        lead = b == self.n - 1
-        lanes = self.lanes and "bwd" in self.lane_phases
-        if lanes and not lead:
-            self.ex.lane_wait(1, self._lead_ev)
+        if self._lanes_bwd:
+            self._after_leader(b)
         self._dgrad(u, b)
-        if lanes and lead:
+        if self._lanes_bwd:
+            self._leader_done(b)
+
+    def _after_leader(self, b: int) -> None:
+        """Lanes, backward: the follower's next segment waits for the leader's last."""
+        if b != self.n - 1:
+            self.ex.lane_wait(1, self._lead_ev)
+
+    def _leader_done(self, b: int) -> None:
+        """Lanes, backward: after the leader's segment, the point the follower waits for."""
+        if b == self.n - 1:
             self._lead_ev = self.ex.lane_record(0)
 
     def _dgrad(self, u: Unit, b: int) -> None:
@@ -241,13 +251,11 @@ class AllReduceStep(StepBase):
         """Unit 0's norm backward + residual, then the embedding's gradient rows (lanes:
         the follower after the leader, as in :meth:`dgrad`: both add into that gradient
         and into unit 0's norm weight's)."""
-        lead = b == self.n - 1
-        lanes = self.lanes and "bwd" in self.lane_phases
-        if lanes and not lead:
-            self.ex.lane_wait(1, self._lead_ev)
+        if self._lanes_bwd:
+            self._after_leader(b)
         self.ex.run(
             ("E", 0, b), S.seg_embed_bwd, self.g[b], self.pend[b], self.tok[b],
             self.embedding.weights[0].grad, keep=0, pre=self._take_pre(b),
         )  # fmt: skip
-        if lanes and lead:
-            self._lead_ev = self.ex.lane_record(0)
+        if self._lanes_bwd:
+            self._leader_done(b)
