@@ -7,6 +7,7 @@
 # 2. the headline command, emulated TP 8 (llama3-3b 28 L, seq 4096, mbs 2, --cuda-graphs,
 #    --mode all, STEPS timed steps) per RUNS row "name|env|flags";
 #    a row starting with "8b-" runs only while less than LATE_S seconds have passed;
+#    (MODES: --mode, default all); PROBE=1 first runs benchmarks/probe_lane_link.py;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
 #    the baseline, and domino with --mb-streams 2.
 # Comes back in at most 7 files: session.log, verify.tar, bench.tar, runs0..3.tar
@@ -28,6 +29,10 @@ if [ -z "${SKIP_VERIFY:-}" ]; then
   timeout 150 python3 benchmarks/gpu_verify.py --tp 1 --mb-streams --out "$W/verify" 2>&1 \
     | grep -E "^domino|rror" | cut -c1-220
 fi
+if [ -n "${PROBE:-}" ]; then  # the two lane comm streams' shared link (DOMINO_PROF_LANE_COMM=own)
+  echo "== probe_lane_link at $(el) s"
+  timeout 90 python3 benchmarks/probe_lane_link.py --out "$W/verify/lane_link.json" 2>&1 | tail -14
+fi
 RUNS=${RUNS:-"ce-joint||--cuda-graphs --comm-engine ce
 ce-lanes||--cuda-graphs --comm-engine ce --mb-streams 2
 sm-joint||--cuda-graphs
@@ -37,7 +42,7 @@ while IFS='|' read -r name envs flags; do
   case $name in 8b-*) [ "$(el)" -lt "$LATE_S" ] || { echo "== skip $name at $(el) s"; continue; } ;; esac
   echo "== run $name ($envs $flags) at $(el) s"
   env $envs timeout "${RUN_S:-90}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 --comm emulate \
-    --mode all --steps "${STEPS:-16}" --block-steps 4 --profile-steps 2 --no-analyze \
+    --mode "${MODES:-all}" --steps "${STEPS:-16}" --block-steps 4 --profile-steps 2 --no-analyze \
     --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ (tp|nocomm|domino)|rror|peak" | head -8
 done <<< "$RUNS"
 if [ -z "${SKIP_BENCH:-}" ]; then

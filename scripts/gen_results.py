@@ -95,12 +95,14 @@ def _hidden(run: dict, mode: str) -> float | None:
 
 def _lanes_env(lanes: dict | None) -> list[str]:
     """A run.json's ``lanes`` (--mb-streams 2) as the environment settings that differ
-    from the defaults (config.lane_phases / lane_priorities)."""
+    from the defaults (config.lane_phases / lane_priorities / lane_comm)."""
     env = []
     if lanes and lanes.get("phases", ["fwd", "bwd"]) != ["fwd", "bwd"]:
         env.append(f"DOMINO_PROF_LANE_PHASES={','.join(lanes['phases'])}")
     if lanes and lanes.get("priority", [-100, 0]) != [-100, 0]:
         env.append(f"DOMINO_PROF_LANE_PRIORITY={','.join(map(str, lanes['priority']))}")
+    if lanes and lanes.get("comm", "shared") != "shared":
+        env.append(f"DOMINO_PROF_LANE_COMM={lanes['comm']}")
     return env
 
 

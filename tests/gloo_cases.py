@@ -159,6 +159,21 @@ def _norm_rows() -> dict:
     return out
 
 
+def _lane_sibling(rank: int) -> dict:
+    """test_mb_streams.test_a_process_groups_lane_sibling_is_a_second_group: the second
+    lane's comm (DOMINO_PROF_LANE_COMM=own) is a new group of the same ranks, kept, and
+    its all-reduce sums over them."""
+    from domino_prof.reference_model.comm import ProcessGroupComm
+
+    pg = ProcessGroupComm()
+    sib = pg.lane_sibling()
+    t = torch.tensor([1.0 + rank, 10.0 * (rank + 1)])
+    sib.all_reduce(t, async_op=False)
+    return {"new_group": sib.group is not None and sib.group is not dist.group.WORLD,
+            "kept": pg.lane_sibling() is sib, "size": sib.size, "rank": sib.rank,
+            "label": sib.label, "sum": t.tolist()}  # fmt: skip
+
+
 def _worker(rank: int, world: int, port: int, q) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -181,6 +196,7 @@ def _worker(rank: int, world: int, port: int, q) -> None:
         out["sp_losses"] = {k: runs[k] for k in ("tp", "sp", "domino-sp")}
         out["norm_rows"] = _norm_rows()
         out["splits"] = _compare_cases(cfg, 4, SPLIT_CASES)  # 4: 3 + 1, 1 + 2 + 1
+        out["lane_sibling"] = _lane_sibling(rank)
     q.put((rank, out))
     clean_shutdown()
 

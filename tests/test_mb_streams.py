@@ -171,10 +171,73 @@ def test_run_json_records_the_lanes_knobs(monkeypatch):
 
     assert lanes_info(RunConfig(model=tiny())) is None
     cfg = RunConfig(model=tiny(), device="cuda", comm="emulate", tp=2, mb_streams=2)
-    assert lanes_info(cfg) == {"phases": ["fwd", "bwd"], "priority": [-100, 0]}
+    assert lanes_info(cfg) == {"phases": ["fwd", "bwd"], "priority": [-100, 0],
+                               "comm": "shared"}  # fmt: skip
     monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "bwd")
     monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "0,0")
-    assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0]}
+    monkeypatch.setenv("DOMINO_PROF_LANE_COMM", "own")
+    assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0], "comm": "own"}
+
+
+def test_lane_comm_knob_is_checked(monkeypatch):
+    from domino_prof.reference_model.config import lane_comm
+
+    assert lane_comm() == "shared"
+    kw = {"model": tiny(), "device": "cuda", "comm": "emulate", "tp": 2, "mb_streams": 2,
+          "cuda_graphs": True}  # fmt: skip
+    monkeypatch.setenv("DOMINO_PROF_LANE_COMM", "own")
+    assert lane_comm() == "own"
+    for engine in ("ce", "sm"):  # either stand-in takes the shared link
+        RunConfig(comm_engine=engine, **kw).validate()
+    RunConfig(model=tiny(), device="cuda", tp=2, mb_streams=2).validate()  # a real group
+    monkeypatch.setenv("DOMINO_PROF_LANE_COMM", "two")
+    with pytest.raises(ConfigError, match="--mb-streams 2: DOMINO_PROF_LANE_COMM='two': "
+                                          "give shared or own"):  # fmt: skip
+        RunConfig(comm_engine="ce", **kw).validate()
+
+
+class _LaneComm:
+    """A SkipComm that notes the stream current at each collective (CountingStreams')."""
+
+    def __init__(self, streams) -> None:
+        from domino_prof.reference_model.comm import SkipComm
+
+        self.inner, self.streams, self.seen = SkipComm(2, 1), streams, []
+        self.size, self.rank = 2, 1
+
+    def all_reduce(self, t, *, async_op, op="sum"):
+        self.seen.append(self.streams.stream)
+        return self.inner.all_reduce(t, async_op=async_op, op=op)
+
+
+def test_each_lane_issues_its_collectives_through_its_own_comm():
+    """DOMINO_PROF_LANE_COMM=own: the executor sends lane i's collectives to lane_comms[i]
+    (emulated: a comm stream each) and none to the runner's comm; the gradients are the
+    shared comm's (a SkipComm both ways)."""
+    from domino_prof.reference_model.comm import SkipComm
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.schedule import StepRunner
+    from domino_prof.reference_model.verify import batch
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
+    grads = []
+    for own in (False, True):
+        cs = _logging_streams()
+        comm = SkipComm(2, 1)
+        pair = (_LaneComm(cs), _LaneComm(cs)) if own else None
+        model = shard_model(cfg, comm, seed=1)
+        runner = StepRunner(model, comm, schedule="domino", splits=2, mb_streams=2,
+                            lane_comms=pair)  # fmt: skip
+        runner.executor.use_lane_streams(cs)
+        runner.step(inp, tgt)
+        grads.append([p.grad.clone() for p in model.parameters()])
+    lead, follow = pair
+    # 2 layers = 4 sub-layers; an all-reduce per sub-layer, micro-batch and phase; the
+    # vocab-parallel head's all-reduces (max, sum) per micro-batch go with its lane too
+    assert set(lead.seen) == {"lead"} and set(follow.seen) == {"follow"}
+    assert len(lead.seen) == len(follow.seen) >= 8
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
 def test_lanes_hold_what_a_lane_touched_until_the_join():
@@ -236,3 +299,15 @@ def test_runner_refuses_what_lanes_do_not_take():
             StepRunner(model, comm, mb_streams=2, **kw)
     with pytest.raises(ValueError, match="not a graph per segment"):
         StepRunner(model, comm, schedule="domino", splits=2, graphs=True, mb_streams=2)
+
+
+def test_a_process_groups_lane_sibling_is_a_second_group():
+    """ProcessGroupComm.lane_sibling at tp 2 on gloo (tests/gloo_cases.py): a new group of
+    the same two ranks, kept, whose all-reduce sums: [1, 10] + [2, 20]."""
+    from gloo_cases import results
+
+    res = results(2)
+    for rank in (0, 1):
+        got = res[rank]["lane_sibling"]
+        assert got == {"new_group": True, "kept": True, "size": 2, "rank": rank,
+                       "label": "gloo", "sum": [3.0, 30.0]}  # fmt: skip

@@ -4,6 +4,12 @@ with NVRTC and launched with ``cuLaunchKernel`` as the paced stand-in's are
 reduction.
 
 * ``emulated_<coll>_ce_start(u64 *t0)``: writes %globaltimer to ``*t0`` (the call's clock);
+* ``emulated_<coll>_ce_start_link(u64 *t0, u64 *link, long long busy)``: the start where
+  two comm streams share one link (``EmulatedComm.lane_sibling``): ``*t0`` = max(now,
+  ``*link``), and ``*link`` = ``*t0 + busy`` (an atomic compare-and-swap loop), so a call
+  holds the link for its modelled time from when it is ready and the link is free;
+* ``emulated_<coll>_link_gate(u64 *link, long long busy)``: the same link taken before an
+  SM stand-in's call, then a sleep until the call's slot starts;
 * ``emulated_<coll>_ce_wait(const u64 *t0, long long due)``: sleeps (``__nanosleep``, no
   issue-slot spin) until ``*t0 + due``: a copy may not end before its modelled end;
 * ``emulated_<coll>_ce_reduce_{bf16x8,bf16,f32}(ws, out, n, R)``: a reduce-scatter's
@@ -38,6 +44,34 @@ __device__ __forceinline__ u64 now_ns() {
 #define PAIR(C)                                                                          \
   extern "C" __global__ void __launch_bounds__(32) emulated_##C##_ce_start(u64* t0) {    \
     if (threadIdx.x == 0) *((volatile u64*)t0) = now_ns();                               \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(32) emulated_##C##_ce_start_link(         \
+      u64* t0, u64* link, long long busy) {                                              \
+    if (threadIdx.x == 0) {                                                              \
+      const u64 now = now_ns();                                                          \
+      u64 old = *((volatile u64*)link), s;                                               \
+      while (true) {                                                                     \
+        s = old > now ? old : now;                                                       \
+        const u64 seen = atomicCAS(link, old, s + (u64)busy);                            \
+        if (seen == old) break;                                                          \
+        old = seen;                                                                      \
+      }                                                                                  \
+      *((volatile u64*)t0) = s;                                                          \
+    }                                                                                    \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(32) emulated_##C##_link_gate(            \
+      u64* link, long long busy) {                                                       \
+    if (threadIdx.x == 0) {                                                              \
+      const u64 now = now_ns();                                                          \
+      u64 old = *((volatile u64*)link), s;                                               \
+      while (true) {                                                                     \
+        s = old > now ? old : now;                                                       \
+        const u64 seen = atomicCAS(link, old, s + (u64)busy);                            \
+        if (seen == old) break;                                                          \
+        old = seen;                                                                      \
+      }                                                                                  \
+      while (now_ns() < s) __nanosleep(500);                                             \
+    }                                                                                    \
   }                                                                                      \
   extern "C" __global__ void __launch_bounds__(32) emulated_##C##_ce_wait(               \
       const u64* t0, long long due) {                                                    \
@@ -137,6 +171,25 @@ class Launch:
 
 def start(collective: str, clock_ptr: int) -> Launch:
     return Launch(_func(f"emulated_{_SHORT[collective]}_ce_start"), [ctypes.c_void_p(clock_ptr)])
+
+
+def start_link(collective: str, clock_ptr: int, link_ptr: int, busy_ns: int) -> Launch:
+    """The call's start where comm streams share one link (``EmulatedComm.lane_sibling``):
+    its clock is max(now, the link's free time), and the link is then busy ``busy_ns``
+    (the call's modelled duration) from there (one compare-and-swap loop, so two streams'
+    starts never take the same slot)."""
+    return Launch(_func(f"emulated_{_SHORT[collective]}_ce_start_link"),
+                  [ctypes.c_void_p(clock_ptr), ctypes.c_void_p(link_ptr),
+                   ctypes.c_longlong(int(busy_ns))])  # fmt: skip
+
+
+def link_gate(collective: str, link_ptr: int, busy_ns: int) -> Launch:
+    """Before an SM stand-in's call where comm streams share one link
+    (``EmulatedComm.lane_sibling``): takes the link from max(now, its free time) for
+    ``busy_ns`` (the call's modelled duration, as :func:`start_link`) and sleeps until
+    then, so the stand-in kernel after it starts when the link is its."""
+    return Launch(_func(f"emulated_{_SHORT[collective]}_link_gate"),
+                  [ctypes.c_void_p(link_ptr), ctypes.c_longlong(int(busy_ns))])  # fmt: skip
 
 
 def wait(collective: str, clock_ptr: int, due_ns: int) -> Launch:

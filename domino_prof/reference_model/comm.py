@@ -79,6 +79,22 @@ class ProcessGroupComm:
         self.rank = dist.get_rank(group) if init else 0
         self.label = dist.get_backend(group) if init else "none"
 
+    def lane_sibling(self, pg_options=None) -> ProcessGroupComm:
+        """The comm of the second micro-batch lane (``DOMINO_PROF_LANE_COMM=own``): a new
+        group of the same ranks and backend (``pg_options``: NCCL's, as the first group's),
+        so its collectives run on a stream (NCCL: a communicator) of their own. Every rank
+        must call it, in the same order (``dist.new_group``); made once and kept. One rank
+        (no torch.distributed): itself."""
+        if getattr(self, "_sibling", None) is not None:
+            return self._sibling
+        if not dist.is_initialized():
+            return self
+        kw = {} if pg_options is None else {"pg_options": pg_options}
+        group = dist.new_group(ranks=dist.get_process_group_ranks(self.group or dist.group.WORLD),
+                               backend=dist.get_backend(self.group), **kw)  # fmt: skip
+        self._sibling = ProcessGroupComm(group)
+        return self._sibling
+
     def all_reduce(self, t: torch.Tensor, *, async_op: bool, op: str = "sum"):
         if self.size == 1:
             return None
@@ -115,6 +131,10 @@ class SkipComm:
             raise ValueError(f"SkipComm: rank {rank} is not in a group of {size}")
         self.size, self.rank = size, rank
 
+    def lane_sibling(self) -> SkipComm:
+        """Nothing is issued: the second lane's comm is this one."""
+        return self
+
     def all_reduce(self, t: torch.Tensor, *, async_op: bool, op: str = "sum"):
         return None
 
@@ -149,6 +169,23 @@ class NoComm:
         return None
 
 
+def pg_options(cfg, dist_module=dist):
+    """The NCCL process group's options, or None for the defaults: a high-priority
+    stream (``--high-priority-comm``) and every collective on exactly ``--comm-ctas`` N
+    CTAs (NCCL's ``min_ctas = max_ctas = N``: its config, set when the group is created;
+    ``launcher.check_torch_knobs`` checked that this torch has them). ``cfg``: a RunConfig
+    (train.worker creates the group with them; a lane sibling's group takes the same)."""
+    if not cfg.high_priority_comm and cfg.comm_ctas is None:
+        return None
+    opts = dist_module.ProcessGroupNCCL.Options()
+    if cfg.high_priority_comm:  # collectives on a high-priority stream (docs/GUIDE.md)
+        opts.is_high_priority_stream = True
+    if cfg.comm_ctas is not None:
+        opts.config.min_ctas = cfg.comm_ctas
+        opts.config.max_ctas = cfg.comm_ctas
+    return opts
+
+
 def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0,
               emulate=None, device=None, high_priority: bool = False,
               ctas: int | None = None, engine: str = "sm") -> Comm:  # fmt: skip
@@ -162,7 +199,7 @@ def make_comm(choice: str, group=None, *, size: int | None = None, rank: int = 0
     ``ctas`` CTAs when given: ``run --comm-ctas``; moving data with copies when ``engine``
     is ``"ce"``: ``run --comm-engine``), ``"skip"`` a ``SkipComm(size, rank)``.
     (A real group's CTAs are its process-group options, set where it is created:
-    ``train.pg_options``.)"""
+    ``pg_options``.)"""
     if emulate is not None:
         if size is None:
             raise ValueError("make_comm(emulate=...) needs size (the emulated TP degree)")

@@ -284,13 +284,28 @@ def lane_phases() -> tuple[str, ...]:
     return phases
 
 
+LANE_COMMS = ("shared", "own")
+
+
+def lane_comm() -> str:
+    """Where the micro-batch lanes' collectives run, from ``DOMINO_PROF_LANE_COMM``:
+    ``shared`` (the default: one comm stream, the group's, in issue order) or ``own`` (each
+    lane's on a comm stream of its own: real NCCL, a second communicator of the same ranks;
+    emulated, ``EmulatedComm.lane_sibling``: the two streams share one link)."""
+    v = os.environ.get("DOMINO_PROF_LANE_COMM", "shared")
+    if v not in LANE_COMMS:
+        raise ValueError(f"DOMINO_PROF_LANE_COMM={v!r}: give shared or own")
+    return v
+
+
 def lanes_info(cfg) -> dict | None:
     """run.json's ``lanes``: the micro-batch lanes' phases and stream priorities of a run
     with ``--mb-streams 2`` (their knobs are environment variables: recorded here so the
     run can be repeated), else None."""
     if getattr(cfg, "mb_streams", 1) != 2:
         return None
-    return {"phases": list(lane_phases()), "priority": list(lane_priorities())}
+    return {"phases": list(lane_phases()), "priority": list(lane_priorities()),
+            "comm": lane_comm()}
 
 
 def config_notes(cfg: RunConfig) -> list[str]:
@@ -664,6 +679,7 @@ class RunConfig:
                               "the micro-batches run one after the other (drop it)")  # fmt: skip
         try:  # its environment knobs: a bad value is one line here, not a rank's traceback
             lane_phases(), lane_priorities()
+            lane_comm()
         except ValueError as e:
             raise ConfigError(f"--mb-streams 2: {e}") from None
         n = len(self.split_sizes) if self.split_sizes is not None else self.splits

@@ -148,11 +148,12 @@ class Prepared:
     with no per-call planning: the :class:`Launch`, and (fast path) Triton's compiled
     kernel's runner with its argument list, where only ``t`` / ``out`` change per call."""
 
-    __slots__ = ("args", "launch", "out_at", "paced", "runner", "t_at")
+    __slots__ = ("args", "gate", "launch", "out_at", "paced", "runner", "t_at")
 
     def __init__(self, launch: Launch, *, block: int = BLOCK, spin: bool = True) -> None:
         self.launch = launch
         self.paced: Any = None  # a _paced_kernel.Launcher when the paced kernel serves it
+        self.gate: Any = None  # _ce_kernel.link_gate's launch where the link is shared
         self.runner: Any = None  # set after the first (JIT) launch compiled the kernel
         # runtime arguments, then the constexprs in signature order (BLOCK, SPIN, ALIGNED):
         # Triton's compiled launchers take the bound arguments of the JIT call, constexprs
@@ -277,6 +278,8 @@ class EmulatedComm:
         self.ce_params = ce.CeParams.from_env() if engine == "ce" else None
         self._ce: dict[tuple, _CePrepared] = {}
         self._clock = torch.zeros(1, dtype=torch.int64, device=self.device) if engine == "ce" else None
+        self._link = None  # ce: the link's free time, shared with a lane sibling (lane_sibling)
+        self._sibling: EmulatedComm | None = None
         self.fallbacks = 0  # paced calls served by the burst kernel (buffers not in vectors)
         self._paced_kernels: dict[tuple, Any] = {}  # (collective, threads, regs, smem)
         self._fifo: dict[int, Any] = {}  # FIFO bytes -> scratch buffer (kept)
@@ -296,6 +299,34 @@ class EmulatedComm:
         self._handle = self.stream.cuda_stream
         self._fork = torch.cuda.Event()
         self._ring = EventRing(torch.cuda.Event)
+
+    def lane_sibling(self) -> EmulatedComm:
+        """The comm of the second micro-batch lane (``DOMINO_PROF_LANE_COMM=own``,
+        tp_step.py): the same group on a comm stream of its own, so one lane's collectives
+        never queue behind the other's in stream order. The two share one link: a call
+        starts (its clock) at max(ready, the link's free time) and holds the link for its
+        modelled duration (copy engines: ``_ce_kernel.start_link``; the SM stand-in: a
+        one-thread ``link_gate`` kernel before it, sleeping until its slot), so two
+        streams' collectives never move data faster together than one stream's. That is
+        first come, first served by the time a call is ready; real collectives of two
+        communicators share the link's bandwidth instead, which ends the earlier of two
+        overlapping calls later (by up to the overlap) and the later one at the same
+        time, and two real NCCL kernels hold their SMs the whole time (the gated SM
+        stand-in holds them only in its slot). Made once and kept (every mode's runner
+        uses the same pair)."""
+        if self._sibling is not None:
+            return self._sibling
+        import torch
+
+        sib = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
+                           stream=torch.cuda.Stream(self.device, priority=self.stream.priority),
+                           fast=self.fast, kernel=self.kernel, engine=self.engine)  # fmt: skip
+        sib.ce_params = self.ce_params
+        self._link = sib._link = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self._ce.clear()  # prepared starts now take the link (none yet: made before a step)
+        self._prepared.clear()
+        self._sibling = sib
+        return sib
 
     # ------------------------------------------------------------------ the interface
     def all_reduce(self, t: Any, *, async_op: bool, op: str = "sum") -> EmulatedWork | None:
@@ -342,6 +373,8 @@ class EmulatedComm:
         fork = self._fork
         fork.record(cur)  # the comm stream waits for what the current stream issued so far
         self.stream.wait_event(fork)
+        if prep.gate is not None:  # a lane sibling's shared link (lane_sibling)
+            prep.gate(self._handle)
         if prep.paced is not None:
             prep.paced.launch(t.data_ptr(), out.data_ptr(), self._handle)
         elif prep.runner is not None:
@@ -427,6 +460,11 @@ class EmulatedComm:
         launch = plan_launch(None, coll, ranks=self.size, rank=self.rank, t=t, out=out,
                              entry=entry)  # fmt: skip
         prep = Prepared(launch)
+        if self._link is not None:  # a lane sibling's shared link (lane_sibling)
+            from domino_prof.reference_model import _ce_kernel as ck
+
+            busy = self.expected_ns(coll, *((t,) if coll == "all_reduce" else (out, t)))
+            prep.gate = ck.link_gate(coll, self._link.data_ptr(), busy)
         if self.kernel != "paced":
             return prep
         pp = self.paced_plan(coll, t, out)
@@ -517,6 +555,8 @@ class EmulatedComm:
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
         with torch.cuda.stream(self.stream):
+            if prep.gate is not None:  # a lane sibling's shared link (lane_sibling)
+                prep.gate(self.stream.cuda_stream)
             if prep.paced is not None:
                 prep.paced.launch(t.data_ptr(), out.data_ptr(), self.stream.cuda_stream)
             else:
@@ -563,7 +603,9 @@ class _CePrepared:
         per_copy = comm.ce_params.pace == "copy"
         dtype = dtype_name(t.dtype)
         try:
-            self.start = ck.start(coll, clock)
+            self.start = (ck.start(coll, clock) if comm._link is None else
+                          ck.start_link(coll, clock, comm._link.data_ptr(),
+                                        ce.total_ns(self.phases)))
             self.launches = [
                 ([ck.wait(coll, clock, s.due_ns) if per_copy else None for s in ph.steps],
                  ck.wait(coll, clock, ph.end_ns),

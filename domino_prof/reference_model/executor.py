@@ -137,6 +137,7 @@ class SegmentExecutor:
         graph_scope: str = "segment",
         overlap_gemm=None,
         mb_lanes: bool = False,
+        lane_comms: tuple | None = None,
     ) -> None:
         if graph_scope not in GRAPH_SCOPES:
             raise ValueError(f"graph_scope {graph_scope!r} is not one of {GRAPH_SCOPES}")
@@ -188,6 +189,10 @@ class SegmentExecutor:
             self.lanes = self._streams.lanes()
         self._forked = False
         self._lane_ctx = LaneCtx(self)
+        # DOMINO_PROF_LANE_COMM=own: lane i's collectives through lane_comms[i] (a comm
+        # stream each; None: every collective through ``comm``); _lane: the lane entered
+        self.lane_comms = lane_comms if mb_lanes else None
+        self._lane: int | None = None
 
     def use_streams(self, streams) -> None:
         """Replace the side-stream backend (tests: ``streams.CountingStreams`` on CPU)."""
@@ -545,7 +550,10 @@ class SegmentExecutor:
         issuing stream, so the other stream still orders after it."""
         if self.events is not None:
             self.events.append(("launch", key))
-        call = getattr(_NO_COMM if self.mode == "capture" else self.comm, collective)
+        comm = self.comm
+        if self._lane is not None and self.lane_comms is not None:
+            comm = self.lane_comms[self._lane]  # the lane's own comm stream
+        call = getattr(_NO_COMM if self.mode == "capture" else comm, collective)
         if side and self.side is not None and not self._on_side:
             with self._side_ctx:
                 w = call(*args, async_op=async_op, **kw)

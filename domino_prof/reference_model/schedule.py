@@ -28,8 +28,8 @@ import torch
 from domino_prof.reference_model import modes
 from domino_prof.reference_model import units as U
 from domino_prof.reference_model.carveout import carveout_of
-from domino_prof.reference_model.comm import Comm, make_comm
-from domino_prof.reference_model.config import default_profile
+from domino_prof.reference_model.comm import Comm, ProcessGroupComm, make_comm, pg_options
+from domino_prof.reference_model.config import default_profile, lane_comm
 from domino_prof.reference_model.executor import SegmentExecutor
 from domino_prof.reference_model.layers import Embedding, units_of
 from domino_prof.reference_model.model import Transformer, rope_tables
@@ -83,6 +83,7 @@ class StepRunner:
         graph_scope: str = "segment",
         overlap_gemm=None,
         mb_streams: int = 1,
+        lane_comms: tuple | None = None,
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -125,6 +126,7 @@ class StepRunner:
             graph_scope=graph_scope,  # --graph-scope: a graph per segment, or per step
             overlap_gemm=overlap_gemm,  # --overlap-gemm: overlap_gemm.OverlapGemm, per segment
             mb_lanes=mb_streams == 2,  # --mb-streams 2: tp_step.py's micro-batch lanes
+            lane_comms=lane_comms,  # DOMINO_PROF_LANE_COMM=own: a comm (stream) per lane
         )
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
@@ -251,4 +253,18 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         graph_scope=getattr(cfg, "graph_scope", "segment"),
         overlap_gemm=overlap_gemm_of(cfg, device),
         mb_streams=cfg.mb_streams_for(mode),
+        lane_comms=_lane_comms(cfg, mode, comm),
     )
+
+
+def _lane_comms(cfg, mode: str, comm: Comm) -> tuple | None:
+    """The micro-batch lanes' comms with ``DOMINO_PROF_LANE_COMM=own`` (config.lane_comm):
+    ``comm`` for lane 0 and its lane sibling for lane 1 (emulated: a second comm stream on
+    the same link, ``EmulatedComm.lane_sibling``; a process group: a second group of the
+    same ranks and options, its own NCCL stream; nocomm: the same SkipComm), else None."""
+    if cfg.mb_streams_for(mode) != 2 or lane_comm() != "own":
+        return None
+    if isinstance(comm, ProcessGroupComm):
+        opts = pg_options(cfg) if cfg.device == "cuda" else None
+        return comm, comm.lane_sibling(pg_options=opts)
+    return comm, comm.lane_sibling()

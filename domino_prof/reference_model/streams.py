@@ -134,8 +134,10 @@ class LaneCtx:
         if not ex._forked:
             ex._fork()
         ex._streams.set(ex.lanes[self.i])
+        ex._lane = self.i
         self.inner.__enter__()
 
     def __exit__(self, *exc) -> None:
         self.inner.__exit__(*exc)
+        self.ex._lane = None
         self.ex._streams.set(self.ex._main)

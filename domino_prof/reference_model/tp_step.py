@@ -63,6 +63,12 @@ Every tensor a lane's segment or collective touches is held by the executor unti
 join (a block freed on one stream could otherwise be handed to the other while it still
 reads it): more memory, measured in run.json's peak. Gradients are bit-equal to one
 stream's (tests/test_mb_streams.py).
+
+The lanes' collectives go through one comm stream, the group's, in the order issued
+(``DOMINO_PROF_LANE_COMM=shared``, the default), or each lane's through a comm of its own
+(``own``: the executor's ``lane_comms``; real NCCL, a second group of the same ranks;
+emulated, ``EmulatedComm.lane_sibling``, two comm streams sharing one link), so the
+leader's all-reduce never waits in stream order behind the slowed follower's.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from domino_prof.emulation import comm_marker
 from domino_prof.errors import ConfigError
 from domino_prof.io import atomic_write_json
 from domino_prof.reference_model import units
+from domino_prof.reference_model.comm import pg_options
 from domino_prof.reference_model.config import RunConfig, comm_info
 from domino_prof.reference_model.schedule import build_runner
 
@@ -475,22 +476,6 @@ def _inject_fault(rank: int) -> None:
         os._exit(7)
     if what == "hang":
         time.sleep(10**6)
-
-
-def pg_options(cfg: RunConfig, dist_module=dist):
-    """The NCCL process group's options, or None for the defaults: a high-priority
-    stream (``--high-priority-comm``) and every collective on exactly ``--comm-ctas`` N
-    CTAs (NCCL's ``min_ctas = max_ctas = N``: its config, set when the group is created;
-    ``launcher.check_torch_knobs`` checked that this torch has them)."""
-    if not cfg.high_priority_comm and cfg.comm_ctas is None:
-        return None
-    opts = dist_module.ProcessGroupNCCL.Options()
-    if cfg.high_priority_comm:  # collectives on a high-priority stream (docs/GUIDE.md)
-        opts.is_high_priority_stream = True
-    if cfg.comm_ctas is not None:
-        opts.config.min_ctas = cfg.comm_ctas
-        opts.config.max_ctas = cfg.comm_ctas
-    return opts
 
 
 def worker(cfg: RunConfig, out: Path) -> int:
