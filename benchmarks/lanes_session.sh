@@ -7,7 +7,8 @@
 # 2. the headline command, emulated TP 8 (llama3-3b 28 L, seq 4096, mbs 2, --cuda-graphs,
 #    --mode all, STEPS timed steps) per RUNS row "name|env|flags";
 #    a row starting with "8b-" runs only while less than LATE_S seconds have passed;
-#    (MODES: --mode, default all); PROBE=1 first runs benchmarks/probe_lane_link.py;
+#    (MODES: --mode, default all); PROBE=1 first runs benchmarks/probe_lane_link.py and
+#    probe_ce_copier.py;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
 #    the baseline, and domino with --mb-streams 2.
 # Comes back in at most 7 files: session.log, verify.tar, bench.tar, runs0..3.tar
@@ -31,7 +32,9 @@ if [ -z "${SKIP_VERIFY:-}" ]; then
 fi
 if [ -n "${PROBE:-}" ]; then  # the two lane comm streams' shared link (DOMINO_PROF_LANE_COMM=own)
   echo "== probe_lane_link at $(el) s"
-  timeout 90 python3 benchmarks/probe_lane_link.py --out "$W/verify/lane_link.json" 2>&1 | tail -14
+  timeout 90 python3 benchmarks/probe_lane_link.py --out "$W/verify/lane_link.json" 2>&1 | tail -26
+  echo "== probe_ce_copier at $(el) s"
+  timeout 60 python3 benchmarks/probe_ce_copier.py --out "$W/verify/ce_copier.json" 2>&1 | tail -5
 fi
 RUNS=${RUNS:-"ce-joint||--cuda-graphs --comm-engine ce
 ce-lanes||--cuda-graphs --comm-engine ce --mb-streams 2

@@ -62,6 +62,11 @@ REDUCE_ALPHA_US = 2.0
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 PACES = ("copy", "phase")
 PACE = "phase"  # measured: reports/emulated-h200-2026-12-04d (module doc)
+# how the stand-in issues its copies (DOMINO_PROF_CE_COPY): "torch", a tensor copy_ each
+# (~10 us of host a copy: eager runs are host-bound), or "driver", cuMemcpyDtoDAsync
+# through ctypes on precomputed addresses (the same device copy, a fraction of the host)
+COPIERS = ("torch", "driver")
+COPIER = "torch"
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class CeParams:
     reduce_gbps: float = REDUCE_GBPS
     reduce_alpha_us: float = REDUCE_ALPHA_US
     pace: str = PACE
+    copier: str = COPIER
 
     @staticmethod
     def from_env() -> CeParams:
@@ -92,6 +98,12 @@ class CeParams:
                 raise ConfigError(f"DOMINO_PROF_CE_PACE={pace!r}: one of {', '.join(PACES)}; "
                                   f"unset it for {PACE}")  # fmt: skip
             kw["pace"] = pace
+        copier = os.environ.get("DOMINO_PROF_CE_COPY")
+        if copier:
+            if copier not in COPIERS:
+                raise ConfigError(f"DOMINO_PROF_CE_COPY={copier!r}: one of "
+                                  f"{', '.join(COPIERS)}; unset it for {COPIER}")  # fmt: skip
+            kw["copier"] = copier
         return CeParams(**kw)
 
 

@@ -169,6 +169,16 @@ class Launch:
                   "cuLaunchKernel")  # fmt: skip
 
 
+def memcpy_dtod() -> Any:
+    """``cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)`` with its argument types set: the
+    device copy torch's ``copy_`` issues for two contiguous same-dtype views, in one
+    ctypes call (``DOMINO_PROF_CE_COPY=driver``, emulation/ce.py); returns the CUresult."""
+    f = pk._libcuda().cuMemcpyDtoDAsync_v2
+    f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    f.restype = ctypes.c_int
+    return f
+
+
 def start(collective: str, clock_ptr: int) -> Launch:
     return Launch(_func(f"emulated_{_SHORT[collective]}_ce_start"), [ctypes.c_void_p(clock_ptr)])
 

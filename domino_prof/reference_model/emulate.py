@@ -419,14 +419,25 @@ class EmulatedComm:
         cur = torch.cuda.current_stream(self.device)
         self._fork.record(cur)
         self.stream.wait_event(self._fork)
-        bufs = {"t": t.view(-1), "out": out.view(-1), "ws": prep.ws, "red": prep.red}
         h = self._handle
+        mc = prep.memcpy
+        if mc is None:
+            bufs = {"t": t.view(-1), "out": out.view(-1), "ws": prep.ws, "red": prep.red}
+        else:  # DOMINO_PROF_CE_COPY=driver: addresses, one driver call a copy
+            bufs = {"t": t.data_ptr(), "out": out.data_ptr(), "ws": prep.ws_ptr,
+                    "red": prep.red_ptr}  # fmt: skip
         with torch.cuda.stream(self.stream):
             prep.start(h)  # the call's one clock (emulation/ce.py)
-            for ph, (waits, end, reduce, reduced) in zip(prep.phases, prep.launches):
-                for st, w in zip(ph.steps, waits):
-                    bufs[st.dst].narrow(0, st.dst_off, st.count).copy_(
-                        bufs[st.src].narrow(0, st.src_off, st.count))
+            for i, (ph, (waits, end, reduce, reduced)) in enumerate(zip(prep.phases,
+                                                                        prep.launches)):
+                for k, (st, w) in enumerate(zip(ph.steps, waits)):
+                    if mc is None:
+                        bufs[st.dst].narrow(0, st.dst_off, st.count).copy_(
+                            bufs[st.src].narrow(0, st.src_off, st.count))
+                    else:
+                        dst, do, src, so, nb = prep.copies[i][k]
+                        if mc(bufs[dst] + do, bufs[src] + so, nb, h):
+                            raise RuntimeError(f"cuMemcpyDtoDAsync failed in emulated {coll}")
                     if w is not None:  # pace "copy"
                         w(h)
                 end(h)
@@ -434,9 +445,10 @@ class EmulatedComm:
                     continue
                 dst = bufs[ph.reduce_to]
                 if reduce is not None:
-                    reduce.set_pointer(1, dst.data_ptr())
+                    reduce.set_pointer(1, dst if mc is not None else dst.data_ptr())
                     reduce(h)
                 else:  # a dtype without a kernel of the stand-in's (_ce_kernel.reduce)
+                    dst = {"t": t.view(-1), "out": out.view(-1), "red": prep.red}[ph.reduce_to]
                     torch.mean(prep.ws.view(self.size, -1), dim=0, out=dst)
                 reduced(h)
         if not torch.cuda.is_current_stream_capturing():
@@ -587,7 +599,8 @@ class _CePrepared:
     and, per phase, its waits and its reduction (built once; the clock is the comm's one
     int64: its calls run in stream order, one at a time)."""
 
-    __slots__ = ("launches", "phases", "red", "start", "ws")
+    __slots__ = ("copies", "launches", "memcpy", "phases", "red", "red_ptr", "start", "ws",
+                 "ws_ptr")
 
     def __init__(self, comm: EmulatedComm, coll: str, t: Any, out: Any) -> None:
         import torch
@@ -599,6 +612,12 @@ class _CePrepared:
         self.ws = torch.empty(n, dtype=t.dtype, device=comm.device) if coll != "all_gather" else None
         self.red = (torch.empty(n // comm.size, dtype=t.dtype, device=comm.device)
                     if coll == "all_reduce" else None)  # fmt: skip
+        self.ws_ptr = 0 if self.ws is None else self.ws.data_ptr()
+        self.red_ptr = 0 if self.red is None else self.red.data_ptr()
+        es = t.element_size()  # DOMINO_PROF_CE_COPY=driver: each copy in bytes
+        self.copies = [[(st.dst, st.dst_off * es, st.src, st.src_off * es, st.count * es)
+                        for st in ph.steps] for ph in self.phases]  # fmt: skip
+        self.memcpy = ck.memcpy_dtod() if comm.ce_params.copier == "driver" else None
         clock = comm._clock.data_ptr()
         per_copy = comm.ce_params.pace == "copy"
         dtype = dtype_name(t.dtype)
