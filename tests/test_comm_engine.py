@@ -91,6 +91,17 @@ def test_pace_override_and_its_refusal(monkeypatch):
         ce.CeParams.from_env()
 
 
+def test_copier_override_and_its_refusal(monkeypatch):
+    monkeypatch.delenv("DOMINO_PROF_CE_COPY", raising=False)
+    assert ce.CeParams.from_env().copier == "torch"
+    monkeypatch.setenv("DOMINO_PROF_CE_COPY", "driver")
+    assert ce.CeParams.from_env().copier == "driver"
+    monkeypatch.setenv("DOMINO_PROF_CE_COPY", "dma")
+    with pytest.raises(ConfigError, match="DOMINO_PROF_CE_COPY='dma': one of torch, driver; "
+                                          "unset it for torch"):  # fmt: skip
+        ce.CeParams.from_env()
+
+
 def test_the_reduction_kernel_is_chosen_by_dtype_and_alignment(monkeypatch):
     from domino_prof.reference_model import _ce_kernel as ck
     from domino_prof.reference_model import _paced_kernel as pk
