@@ -6,24 +6,17 @@ several-process decodes are all held to the same bytes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from script_module import load
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden_cd6e349"
 
 
-def _golden_module():
-    spec = importlib.util.spec_from_file_location("_golden_docs", ROOT / "benchmarks" / "golden_docs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-GD = _golden_module()
+GD = load("benchmarks/golden_docs.py", "_golden_docs")
 NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
 
 

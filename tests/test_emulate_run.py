@@ -448,13 +448,9 @@ def test_a_mark_without_a_profile_is_one_line(tmp_path):
 
 # --------------------------------------------------------------------------- GPU scripts
 def _bench(name: str):
-    import importlib.util
+    from script_module import load
 
-    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load(f"benchmarks/{name}.py", f"bench_{name}")
 
 
 def _fake_run(d: Path, *, dom_ms: float, vs_tp: float, of_nc: float, hidden=None) -> None:

@@ -4,7 +4,6 @@ a table's number changes with its source file, and every emulated figure says so
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -13,10 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("_gen_results", ROOT / "scripts" / "gen_results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from script_module import load
+
+    return load("scripts/gen_results.py", "_gen_results")
 
 
 def test_the_committed_page_is_what_the_script_writes():
