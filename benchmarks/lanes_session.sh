@@ -6,7 +6,8 @@
 #    (eager, accumulate, column split, one graph per step), fp32 and bf16;
 # 2. the headline command, emulated TP 8 (llama3-3b 28 L, seq 4096, mbs 2, --cuda-graphs,
 #    --mode all, STEPS timed steps) per RUNS row "name|env|flags";
-#    a row starting with "8b-" runs only while less than LATE_S seconds have passed;
+#    a row starting with "8b-" runs only while less than LATE_S seconds have passed, any
+#    row only while less than STOP_S (default 480: the tarballs are made at the end);
 #    (MODES: --mode, default all); PROBE=1 first runs benchmarks/probe_lane_link.py and
 #    probe_ce_copier.py;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
@@ -43,6 +44,7 @@ sm-lanes||--cuda-graphs --mb-streams 2"}
 while IFS='|' read -r name envs flags; do
   [ -n "$name" ] || continue
   case $name in 8b-*) [ "$(el)" -lt "$LATE_S" ] || { echo "== skip $name at $(el) s"; continue; } ;; esac
+  [ "$(el)" -lt "${STOP_S:-480}" ] || { echo "== skip $name at $(el) s (STOP_S)"; continue; }
   echo "== run $name ($envs $flags) at $(el) s"
   env $envs timeout "${RUN_S:-90}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 --comm emulate \
     --mode "${MODES:-all}" --steps "${STEPS:-16}" --block-steps 4 --profile-steps 2 --no-analyze \
