@@ -41,6 +41,18 @@ typedef unsigned long long u64;
 __device__ __forceinline__ u64 now_ns() {
   u64 t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t;
 }
+// the link's slot of a call ready now: from max(now, the link's free time), for busy ns
+// (a compare-and-swap loop: two streams' calls never take the same slot)
+__device__ __forceinline__ u64 take_link(u64* link, long long busy) {
+  const u64 now = now_ns();
+  u64 old = *((volatile u64*)link), s;
+  while (true) {
+    s = old > now ? old : now;
+    const u64 seen = atomicCAS(link, old, s + (u64)busy);
+    if (seen == old) return s;
+    old = seen;
+  }
+}
 #define PAIR(C)                                                                          \
   extern "C" __global__ void __launch_bounds__(32) emulated_##C##_ce_start(u64* t0) {    \
     if (threadIdx.x == 0) *((volatile u64*)t0) = now_ns();                               \
@@ -48,28 +60,14 @@ __device__ __forceinline__ u64 now_ns() {
   extern "C" __global__ void __launch_bounds__(32) emulated_##C##_ce_start_link(         \
       u64* t0, u64* link, long long busy) {                                              \
     if (threadIdx.x == 0) {                                                              \
-      const u64 now = now_ns();                                                          \
-      u64 old = *((volatile u64*)link), s;                                               \
-      while (true) {                                                                     \
-        s = old > now ? old : now;                                                       \
-        const u64 seen = atomicCAS(link, old, s + (u64)busy);                            \
-        if (seen == old) break;                                                          \
-        old = seen;                                                                      \
-      }                                                                                  \
+      const u64 s = take_link(link, busy);                                               \
       *((volatile u64*)t0) = s;                                                          \
     }                                                                                    \
   }                                                                                      \
   extern "C" __global__ void __launch_bounds__(32) emulated_##C##_link_gate(            \
       u64* link, long long busy) {                                                       \
     if (threadIdx.x == 0) {                                                              \
-      const u64 now = now_ns();                                                          \
-      u64 old = *((volatile u64*)link), s;                                               \
-      while (true) {                                                                     \
-        s = old > now ? old : now;                                                       \
-        const u64 seen = atomicCAS(link, old, s + (u64)busy);                            \
-        if (seen == old) break;                                                          \
-        old = seen;                                                                      \
-      }                                                                                  \
+      const u64 s = take_link(link, busy);                                               \
       while (now_ns() < s) __nanosleep(500);                                             \
     }                                                                                    \
   }                                                                                      \
