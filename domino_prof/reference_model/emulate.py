@@ -278,7 +278,7 @@ class EmulatedComm:
         self.ce_params = ce.CeParams.from_env() if engine == "ce" else None
         self._ce: dict[tuple, _CePrepared] = {}
         self._clock = torch.zeros(1, dtype=torch.int64, device=self.device) if engine == "ce" else None
-        self._link = None  # ce: the link's free time, shared with a lane sibling (lane_sibling)
+        self._link = None  # the link's free time (ns), shared with a lane sibling (lane_sibling)
         self._sibling: EmulatedComm | None = None
         self.fallbacks = 0  # paced calls served by the burst kernel (buffers not in vectors)
         self._paced_kernels: dict[tuple, Any] = {}  # (collective, threads, regs, smem)
@@ -320,7 +320,8 @@ class EmulatedComm:
 
         sib = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
                            stream=torch.cuda.Stream(self.device, priority=self.stream.priority),
-                           fast=self.fast, kernel=self.kernel, engine=self.engine)  # fmt: skip
+                           fast=self.fast, kernel=self.kernel, ctas=self.ctas,
+                           engine=self.engine)  # fmt: skip
         sib.ce_params = self.ce_params
         self._link = sib._link = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._ce.clear()  # prepared starts now take the link (none yet: made before a step)
