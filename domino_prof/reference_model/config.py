@@ -430,7 +430,9 @@ class RunConfig:
     # rank, kernel tails, the gaps between kernels). Measured on one H200, emulated TP 8
     # (reports/emulated-h200-2026-12-06): domino-nocomm 0.897 -> 0.977 of nocomm, but domino
     # 0.801 -> 0.781 (backward: the in-order comm stream queues the leader's all-reduce
-    # behind the slowed follower's, benchmarks/exposed_by_part.py): 1 stays the default
+    # behind the slowed follower's, benchmarks/exposed_by_part.py): 1 stays the default.
+    # DOMINO_PROF_LANE_COMM=own (lane_comm) gives each lane a comm stream of its own for
+    # that queueing; built 2026-12-06, not yet measured (no GPU came that session)
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
