@@ -5,6 +5,9 @@ Builder times are µs, expected ns. CPU only: the GPU side is measured by the be
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 from tracegen import TraceBuilder
 
@@ -218,3 +221,25 @@ def test_a_ce_run_outside_a_step_graph_gets_a_note():
         "add --cuda-graphs" in note
     assert len(config_notes(replace(c, graph_scope="segment"))) == 1
     assert config_notes(replace(c, comm_engine="sm", cuda_graphs=False)) == []
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (a CUDA toolkit)")
+def test_the_ce_kernels_compile_where_nvcc_is(tmp_path):
+    """The stand-in's CUDA source (compiled by NVRTC at run time, on the GPU only) compiles
+    for sm_90 and holds every kernel _ce_kernel launches, the shared link's two included
+    (EmulatedComm.lane_sibling): a syntax slip shows here, not in a GPU session."""
+    from domino_prof.reference_model import _ce_kernel as ck
+
+    src = tmp_path / "ce.cu"
+    src.write_text(ck.SOURCE)
+    out = tmp_path / "ce.cubin"
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(out), str(src)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    blob = out.read_bytes()
+    for short in ck._SHORT.values():
+        for kind in ("ce_start", "ce_start_link", "link_gate", "ce_wait"):
+            assert f"emulated_{short}_{kind}\0".encode() in blob, (short, kind)
+    for short in ("allreduce", "reducescatter"):
+        for dt in ("bf16x8", "bf16", "f32"):
+            assert f"emulated_{short}_ce_reduce_{dt}\0".encode() in blob, (short, dt)
