@@ -84,24 +84,23 @@ def test_bandwidth_override_and_its_refusal(monkeypatch):
         ce.CeParams.from_env()
 
 
-def test_pace_override_and_its_refusal(monkeypatch):
-    monkeypatch.delenv("DOMINO_PROF_CE_PACE", raising=False)
-    assert ce.CeParams.from_env().pace == "phase"
-    monkeypatch.setenv("DOMINO_PROF_CE_PACE", "copy")
-    assert ce.CeParams.from_env().pace == "copy"
-    monkeypatch.setenv("DOMINO_PROF_CE_PACE", "step")
-    with pytest.raises(ConfigError, match="DOMINO_PROF_CE_PACE='step': one of copy, phase"):
-        ce.CeParams.from_env()
-
-
-def test_copier_override_and_its_refusal(monkeypatch):
-    monkeypatch.delenv("DOMINO_PROF_CE_COPY", raising=False)
-    assert ce.CeParams.from_env().copier == "torch"
-    monkeypatch.setenv("DOMINO_PROF_CE_COPY", "driver")
-    assert ce.CeParams.from_env().copier == "driver"
-    monkeypatch.setenv("DOMINO_PROF_CE_COPY", "dma")
-    with pytest.raises(ConfigError, match="DOMINO_PROF_CE_COPY='dma': one of torch, driver; "
-                                          "unset it for torch"):  # fmt: skip
+@pytest.mark.parametrize(
+    "var, field, default, other, bad, message",
+    [
+        ("DOMINO_PROF_CE_PACE", "pace", "phase", "copy", "step",
+         "DOMINO_PROF_CE_PACE='step': one of copy, phase"),
+        ("DOMINO_PROF_CE_COPY", "copier", "torch", "driver", "dma",
+         "DOMINO_PROF_CE_COPY='dma': one of torch, driver; unset it for torch"),
+    ],
+)  # fmt: skip
+def test_choice_overrides_and_their_refusal(monkeypatch, var, field, default, other, bad,
+                                            message):  # fmt: skip
+    monkeypatch.delenv(var, raising=False)
+    assert getattr(ce.CeParams.from_env(), field) == default
+    monkeypatch.setenv(var, other)
+    assert getattr(ce.CeParams.from_env(), field) == other
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(ConfigError, match=message):
         ce.CeParams.from_env()
 
 

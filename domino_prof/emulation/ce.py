@@ -69,6 +69,17 @@ COPIERS = ("torch", "driver")
 COPIER = "torch"
 
 
+def _choice_env(name: str, choices: tuple[str, ...], default: str) -> str:
+    """The value of environment variable ``name`` (unset or empty: ``default``), one of
+    ``choices``, else a one-line ConfigError."""
+    v = os.environ.get(name)
+    if not v:
+        return default
+    if v not in choices:
+        raise ConfigError(f"{name}={v!r}: one of {', '.join(choices)}; unset it for {default}")
+    return v
+
+
 @dataclass(frozen=True)
 class CeParams:
     bw_gbps: float = BW_GBPS
@@ -92,18 +103,8 @@ class CeParams:
                 raise ConfigError(f"DOMINO_PROF_CE_GBPS={v!r} is not a bandwidth in GB/s > 0; "
                                   "unset it or give e.g. 250")  # fmt: skip
             kw["bw_gbps"] = bw
-        pace = os.environ.get("DOMINO_PROF_CE_PACE")
-        if pace:
-            if pace not in PACES:
-                raise ConfigError(f"DOMINO_PROF_CE_PACE={pace!r}: one of {', '.join(PACES)}; "
-                                  f"unset it for {PACE}")  # fmt: skip
-            kw["pace"] = pace
-        copier = os.environ.get("DOMINO_PROF_CE_COPY")
-        if copier:
-            if copier not in COPIERS:
-                raise ConfigError(f"DOMINO_PROF_CE_COPY={copier!r}: one of "
-                                  f"{', '.join(COPIERS)}; unset it for {COPIER}")  # fmt: skip
-            kw["copier"] = copier
+        kw["pace"] = _choice_env("DOMINO_PROF_CE_PACE", PACES, PACE)
+        kw["copier"] = _choice_env("DOMINO_PROF_CE_COPY", COPIERS, COPIER)
         return CeParams(**kw)
 
 

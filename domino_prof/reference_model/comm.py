@@ -78,6 +78,7 @@ class ProcessGroupComm:
         self.size = dist.get_world_size(group) if init else 1
         self.rank = dist.get_rank(group) if init else 0
         self.label = dist.get_backend(group) if init else "none"
+        self._sibling: ProcessGroupComm | None = None  # lane_sibling's, made once
 
     def lane_sibling(self, pg_options=None) -> ProcessGroupComm:
         """The comm of the second micro-batch lane (``DOMINO_PROF_LANE_COMM=own``): a new
@@ -85,7 +86,7 @@ class ProcessGroupComm:
         so its collectives run on a stream (NCCL: a communicator) of their own. Every rank
         must call it, in the same order (``dist.new_group``); made once and kept. One rank
         (no torch.distributed): itself."""
-        if getattr(self, "_sibling", None) is not None:
+        if self._sibling is not None:
             return self._sibling
         if not dist.is_initialized():
             return self

@@ -350,11 +350,16 @@ class EmulatedComm:
         all_reduce / all_gather / reduce_scatter) runs by the profile's time model
         (--overlap-gemm triton-covered)."""
         t, out = (args[0], args[0]) if collective == "all_reduce" else (args[1], args[0])
+        return self._model_ns(collective, t, out)
+
+    def _model_ns(self, coll: str, t: Any, out: Any) -> int:
+        """The modelled duration of ``coll`` from ``t`` into ``out`` (expected_ns's, by
+        input and output)."""
         if self.engine == "ce":
-            return ce.total_ns(self._ce_plan(collective, t, out))
-        size = message_bytes(collective, numel_in=t.numel(), numel_out=out.numel(),
+            return ce.total_ns(self._ce_plan(coll, t, out))
+        size = message_bytes(coll, numel_in=t.numel(), numel_out=out.numel(),
                              elem_bytes=t.element_size())  # fmt: skip
-        return self._entry(collective, t).time_ns(size)
+        return self._entry(coll, t).time_ns(size)
 
     # ------------------------------------------------------------------ the launch
     def _run(self, coll: str, t: Any, out: Any, async_op: bool) -> EmulatedWork | None:
@@ -429,16 +434,14 @@ class EmulatedComm:
                     "red": prep.red_ptr}  # fmt: skip
         with torch.cuda.stream(self.stream):
             prep.start(h)  # the call's one clock (emulation/ce.py)
-            for i, (ph, (waits, end, reduce, reduced)) in enumerate(zip(prep.phases,
-                                                                        prep.launches)):
-                for k, (st, w) in enumerate(zip(ph.steps, waits)):
+            for ph, (waits, end, reduce, reduced), copies in zip(prep.phases, prep.launches,
+                                                                   prep.copies):
+                for st, w, (d, do, s, so, nb) in zip(ph.steps, waits, copies):
                     if mc is None:
                         bufs[st.dst].narrow(0, st.dst_off, st.count).copy_(
                             bufs[st.src].narrow(0, st.src_off, st.count))
-                    else:
-                        dst, do, src, so, nb = prep.copies[i][k]
-                        if mc(bufs[dst] + do, bufs[src] + so, nb, h):
-                            raise RuntimeError(f"cuMemcpyDtoDAsync failed in emulated {coll}")
+                    elif mc(bufs[d] + do, bufs[s] + so, nb, h):
+                        raise RuntimeError(f"cuMemcpyDtoDAsync failed in emulated {coll}")
                     if w is not None:  # pace "copy"
                         w(h)
                 end(h)
@@ -476,8 +479,7 @@ class EmulatedComm:
         if self._link is not None:  # a lane sibling's shared link (lane_sibling)
             from domino_prof.reference_model import _ce_kernel as ck
 
-            busy = self.expected_ns(coll, *((t,) if coll == "all_reduce" else (out, t)))
-            prep.gate = ck.link_gate(coll, self._link.data_ptr(), busy)
+            prep.gate = ck.link_gate(coll, self._link.data_ptr(), self._model_ns(coll, t, out))
         if self.kernel != "paced":
             return prep
         pp = self.paced_plan(coll, t, out)
