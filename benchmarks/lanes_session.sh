@@ -8,7 +8,8 @@
 #    --mode all, STEPS timed steps) per RUNS row "name|env|flags";
 #    a row starting with "8b-" runs only while less than LATE_S seconds have passed, any
 #    row only while less than STOP_S (default 480: the tarballs are made at the end);
-#    (MODES: --mode, default all); PROBE=1 first runs benchmarks/probe_lane_link.py and
+#    (MODES: one --mode value, default all: a list is refused); PROBE=1 first runs
+#    benchmarks/probe_lane_link.py and
 #    probe_ce_copier.py;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
 #    the baseline, and domino with --mb-streams 2.
@@ -48,7 +49,7 @@ while IFS='|' read -r name envs flags; do
   echo "== run $name ($envs $flags) at $(el) s"
   env $envs timeout "${RUN_S:-90}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 --comm emulate \
     --mode "${MODES:-all}" --steps "${STEPS:-16}" --block-steps 4 --profile-steps 2 --no-analyze \
-    --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ (tp|nocomm|domino)|rror|peak" | head -8
+    --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ |rror|peak" | head -14
 done <<< "$RUNS"
 if [ -z "${SKIP_BENCH:-}" ]; then
   B="python3 benchmarks/bench_schedule.py --model llama3-3b --seq 1024 --mbs 2 --variants eager,graphs --graph-scope step --steps ${BENCH_STEPS:-10} --warmup ${BENCH_WARMUP:-3}"

@@ -9,10 +9,13 @@ Times (CUDA events on the issuing stream, median of ``--reps``, after 3 warm-ups
 in µs: ``one`` (a call alone), ``pair_link`` (a call on each of comm and its lane
 sibling, both ready at once), ``pair_free`` (the same on two comms with no shared link),
 ``staggered`` (the sibling's call ready half a call after the first's: a sleep kernel
-before it on its stream). Prints PASS when pair_link / (2 one) and staggered / (2 one)
-are within 5 % of 1 (pair_free / one, near 1, shows what the link changes); modelled
-time beside:
-``EmulatedComm.expected_ns``. Per engine: ``ce`` (copies; the link taken in the call's
+before it on its stream). Prints PASS when pair_link and staggered each lie between
+one + model and 2 one, 5 % either side (``link_holds``): the link gives each call a slot of
+its modelled time (``EmulatedComm.expected_ns``), so the second call starts at least a
+model after the first; a stand-in that runs over its model (a GPU slower than the
+profile's: on an H100 the sm stand-in took 1.12 and the copies 1.33 of the model) ends
+later, up to fully one after the other. pair_free / one shows what the link changes: near
+1 for sm; near 2 for ce, whose copies share the device's copy engines with or without it. Per engine: ``ce`` (copies; the link taken in the call's
 start) and ``sm`` (the paced stand-in kernel; the link taken by a gate kernel before it).
 Needs CUDA (the stand-in's kernels); the default size is
 the headline's micro-batch all-reduce (seq 4096 x dim 3072, bf16), profile
@@ -110,11 +113,17 @@ def probe(a, engine: str) -> dict:
     res["pair_link/2one"] = res["pair_link"] / (2 * res["one"])
     res["staggered/2one"] = res["staggered"] / (2 * res["one"])
     res["pair_free/one"] = res["pair_free"] / res["one"]
-    ok = abs(res["pair_link/2one"] - 1) <= 0.05 and abs(res["staggered/2one"] - 1) <= 0.05
-    res["pass"] = ok
+    res["pass"] = link_holds(res["one"], res["model_us"], res["pair_link"], res["staggered"])
     for k, v in res.items():
         print(f"{k:16s} {v:.3f}" if isinstance(v, float) else f"{k:16s} {v}")
     return res
+
+
+def link_holds(one: float, model: float, *pairs: float, tol: float = 0.05) -> bool:
+    """Each of ``pairs`` (two calls through one link, µs) within [one + model, 2 one],
+    ``tol`` either side: serialised by the link's model-length slots, at most by the calls'
+    own durations."""
+    return all((one + model) * (1 - tol) <= p <= 2 * one * (1 + tol) for p in pairs)
 
 
 if __name__ == "__main__":

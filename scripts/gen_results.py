@@ -109,7 +109,10 @@ def _lanes_env(lanes: dict | None) -> list[str]:
 def _knob_flags(cfg: dict) -> list[str]:
     """The flags of issue 34's knobs a run.json's config set (absent before them)."""
     parts = []
-    if cfg.get("splits", 2) != 2:
+    sizes = cfg.get("split_sizes")
+    if sizes and len(set(sizes)) > 1:  # uneven (TokenWeave-style); even sizes are --splits
+        parts.append(f"--split-sizes {','.join(str(n) for n in sizes)}")
+    elif cfg.get("splits", 2) != 2:
         parts.append(f"--splits {cfg['splits']}")
     if cfg.get("wgrad_in", "joint") != "joint":
         parts.append(f"--wgrad-in {cfg['wgrad_in']}")
@@ -337,24 +340,28 @@ def mode_repeats(*, runs: str | list[str], modes: list[str]) -> list[str]:
                    "of nocomm"], rows)  # fmt: skip
 
 
-def run_rows(*, runs: list[str], modes: list[str]) -> list[str]:
-    """One row per run.json: its config, each mode's timed step, domino's speedup over tp
-    and fraction of nocomm."""
+def run_rows(*, runs: list[str], modes: list[str],
+             ratios: tuple[str, ...] = ("domino/tp", "domino/nocomm")) -> list[str]:
+    """One row per run.json: its config, each mode's timed step, and each of ``ratios``
+    ("mode/base": mode's speed over base's, from the timed steps of the same run)."""
+    pairs = [r.split("/") for r in ratios]
     rows = []
     for p in _files(runs):
         doc = _load(p)
         cfg = doc.get("config") or {}
         model = (cfg.get("model") or {}).get("name")
         ce_used = (doc.get("comm") or {}).get("ce")
-        engine = (f", copy engines (pace {ce_used.get('pace')})" if ce_used
+        copier = (ce_used or {}).get("copier", "torch")  # DOMINO_PROF_CE_COPY
+        engine = (f", copy engines (pace {ce_used.get('pace')}"
+                  f"{'' if copier == 'torch' else ', copier ' + copier})" if ce_used
                   else ", copy engines" if cfg.get("comm_engine") == "ce" else "")  # fmt: skip
         knobs = [f"`{k}`" for k in (*_lanes_env(doc.get("lanes")), *_knob_flags(cfg))]
         what = (f"{model}, mbs {cfg.get('mbs')}, {'CUDA graphs' if cfg.get('cuda_graphs') else 'eager'}"
                 f"{', ' + comm_label(doc) if comm_label(doc) else ''}{engine}"
                 f"{', ' + ' '.join(knobs) if knobs else ''}")  # fmt: skip
         rows.append([what, *(_f(((doc["modes"].get(m) or {}).get("step_ms")), ".1f") for m in modes),
-                     _ratio(doc, "domino", "tp"), _ratio(doc, "domino", "nocomm"), _link(p)])  # fmt: skip
-    return _table(["run", *(f"{m} ms" for m in modes), "domino / tp", "domino / nocomm", "file"],
+                     *(_ratio(doc, a, b) for a, b in pairs), _link(p)])  # fmt: skip
+    return _table(["run", *(f"{m} ms" for m in modes), *(f"{a} / {b}" for a, b in pairs), "file"],
                   rows)  # fmt: skip
 
 
@@ -433,6 +440,27 @@ RUNS_06 = [f"reports/emulated-h200-2026-12-06/call1/{d}/run.json" for d in (
     "8b-ce-lanes")]
 RUNS_06_H100 = [f"reports/emulated-h200-2026-12-06/call2/{d}/run.json" for d in (
     "ce-joint", "ce-lanes-bwd", "ce-lanes-bwd-eq-hpc", "ce-lanes-eq-hpc", "sm-lanes-bwd")]
+
+# 2026-12-06, a later lease on one H100 (no H200 came), five calls: a comm stream per lane
+# (DOMINO_PROF_LANE_COMM=own), the carve-out beside it, the micro-batch size with and without
+# --wgrad-in accumulate, llama3-8b, and eager (call2's "ce-joint-b" and "ce-c16-b" were filed
+# as 8b rows by mistake and ran llama3-3b: their config.json says so)
+_H100_06 = "reports/emulated-h100-2026-12-06"
+RUNS_06B_LANES = [f"{_H100_06}/{d}/run.json" for d in (
+    "call1/ce-joint", "call1/ce-own", "call1/sm-joint", "call1/sm-own", "call2/ce-joint-b",
+    "call2/ce-own-acc", "call4/ce-mbs2-acc", "call2/ce-own-c8", "call2/ce-own-c16",
+    "call2/ce-c16", "call2/ce-c16-b", "call2/sm-own-c16")]
+RUNS_06B_MBS = [f"{_H100_06}/{d}/run.json" for d in (
+    "call2/ce-mbs4", "call3/ce-mbs4-acc", "call5/ce-mbs4-acc-r2", "call5/ce-mbs4-acc-r3",
+    "call2/ce-own-mbs4", "call3/ce-own-mbs4-acc", "call3/ce-mbs4-s4", "call2/ce-own-s13",
+    "call3/sm-mbs4", "call4/sm-mbs4-acc", "call3/ce-mbs8", "call4/ce-mbs8-acc")]
+RUNS_06B_8B = [f"{_H100_06}/{d}/run.json" for d in (
+    "call3/8b-ce-mbs2", "call5/8b-ce-mbs2-acc", "call1/8b-ce-own", "call3/8b-ce-mbs4",
+    "call4/8b-ce-mbs4-acc")]
+RUNS_06B_EAGER = [f"{_H100_06}/{d}/run.json" for d in (
+    "call2/eager-sm", "call2/eager-ce-drv", "call2/eager-ce-own-drv")]
+_SP_RATIOS = ("domino/tp", "domino/nocomm", "domino-sp/tp", "domino-sp/sp", "domino-sp/nocomm")
+_ALL_MODES = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp"]
 
 SECTIONS: list[dict] = [
     {
@@ -626,6 +654,71 @@ SECTIONS: list[dict] = [
                 "table). `DOMINO_PROF_LANE_PHASES=bwd` keeps the forward on one stream; `DOMINO_PROF_LANE_PRIORITY=0,0` with `--high-priority-comm` puts the "
                 "comm above both lanes. Every `--comm-engine ce` variant is 0.005 to 0.007 under "
                 "the baseline; the sm row has no baseline of its own in this call.",
+    },
+    {
+        "title": "A comm stream per micro-batch lane, and the carve-out beside it (emulated "
+                 "comm, H100)",
+        "where": "one H100 (the lent nvidia-h200 came as an H100), 2026-12-06 05:07-05:25 UTC, "
+                 "one lease; llama3-3b (28 layers), seq 4096, mbs 2, TP 8, `--cuda-graphs`, "
+                 "16 timed steps, each row run once",
+        "render": run_rows,
+        "args": {"runs": RUNS_06B_LANES, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "`DOMINO_PROF_LANE_COMM=own` (each lane's collectives on a comm stream of "
+                "its own) does not win back what the lanes lose: copy engines 0.790 of nocomm "
+                "against 0.792 for one stream beside it, SM stand-in 0.756 against 0.743; the "
+                "exposed comm stays 11.7 ms a profiled step against one stream's 4.9 "
+                "(limits.txt), so the in-order comm stream was not the cause. It stays off "
+                "(`shared`). `--wgrad-in accumulate` with the lanes is the best mbs-2 domino "
+                "here, 0.807 (80.6 ms: 1.262x tp at its own best, the sm rows' 101.7 ms). "
+                "`--sm-carveout 16` costs domino (0.761) and gives domino-sp 0.853-0.856 of "
+                "nocomm (76.0 ms: 1.338x tp at its best, 1.29x sp at its best, 98.3 ms). "
+                "reports/emulated-h100-2026-12-06/README.md.",
+    },
+    {
+        "title": "The micro-batch size, and `--wgrad-in accumulate` (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above; llama3-3b (28 layers), seq 4096, "
+                 "TP 8, `--cuda-graphs`, `--comm-engine ce` unless the row says sm",
+        "render": run_rows,
+        "args": {"runs": RUNS_06B_MBS, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "At mbs 4 (two sequences a micro-batch) domino with the copy engines and "
+                "`--wgrad-in accumulate` runs at 0.853, 0.852 and 0.857 of nocomm in three "
+                "runs (142.8-143.0 ms: 1.303-1.305x tp at its own best, sm 186.3-186.5 ms); "
+                "accumulate gains in every pair of this lease (mbs 4: 0.843 -> 0.852-0.857; "
+                "mbs 8: 0.848 -> 0.863; sm mbs 4: 0.804 -> 0.823). domino-sp with the SM "
+                "stand-in at mbs 4: 0.918 and 0.915 of nocomm, 1.396x and 1.392x tp, but "
+                "1.315x and 1.314x sp, the faster synchronous baseline. Four even "
+                "micro-batches or an uneven 1,3 split lose (0.775, 0.765).",
+    },
+    {
+        "title": "What limits domino at mbs 2 and 4 (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the rows above",
+        "render": run_limits,
+        "args": {"runs": [RUNS_06B_LANES[0], RUNS_06B_MBS[0], RUNS_06B_MBS[1], RUNS_06B_MBS[8]]},
+        "text": "Per profiled step. At mbs 4 the split's own cost falls to 3.4 ms with "
+                "accumulate (7.8 without); the overlap tax (10.1 ms) and the exposed comm "
+                "(9.3 ms) are what is left.",
+    },
+    {
+        "title": "llama3-8b at TP 8 (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above; llama3-8b (32 layers), seq 4096, "
+                 "TP 8, `--cuda-graphs`, `--comm-engine ce`",
+        "render": run_rows,
+        "args": {"runs": RUNS_06B_8B, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "domino 0.866-0.872 of nocomm at mbs 2 and 0.886-0.894 at mbs 4 (accumulate "
+                "the higher); domino-sp 0.934-0.940 at either size. No sm row for llama3-8b "
+                "in this lease, so tp at its own best is not known here.",
+    },
+    {
+        "title": "Eager at TP 8 on an H100 host (emulated comm)",
+        "where": "one H100, 2026-12-06, the lease above; llama3-3b, seq 4096, mbs 2, eager",
+        "render": run_rows,
+        "args": {"runs": RUNS_06B_EAGER, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "Eager domino is host-bound at a TP-8 shard: the launches of two micro-batches "
+                "take about 85 ms a step with the SM stand-in (`issue ms` in run.json) and the "
+                "split's own cost is 32.8 ms. `DOMINO_PROF_CE_COPY=driver` cuts the "
+                "copy-engine stand-in's host time per call from 252 to 150 us "
+                "(benchmarks/probe_ce_copier.py, same lease: probes.log) and eager ce domino "
+                "still runs at 0.52 of nocomm. CUDA graphs are the way at this shard size.",
     },
     {
         "title": "The schedules' own cost, and with a stream per micro-batch: one H200, tp 1, "

@@ -242,3 +242,19 @@ def test_the_ce_kernels_compile_where_nvcc_is(tmp_path):
     for short in ("allreduce", "reducescatter"):
         for dt in ("bf16x8", "bf16", "f32"):
             assert f"emulated_{short}_ce_reduce_{dt}\0".encode() in blob, (short, dt)
+
+
+def test_the_lane_link_probe_judges_serialised_pairs():
+    """benchmarks/probe_lane_link.py's check, on the H100 figures of 2026-12-06
+    (reports/emulated-h100-2026-12-06/probes.log, µs): sm one 212.288, model 189.456, a
+    pair through the link 399.632 and staggered 399.376 hold (one + model = 401.7); two
+    comms with no link (224.816, run at once) do not; ce's (one 260.080, model 195.154,
+    pair 508.736, staggered 526.144) hold, under 2 one = 520.2 + 5 %."""
+    from script_module import load
+
+    probe = load("benchmarks/probe_lane_link.py", "_probe_lane_link")
+    assert probe.link_holds(212.288, 189.456, 399.632, 399.376)
+    assert not probe.link_holds(212.288, 189.456, 224.816)
+    assert probe.link_holds(260.080, 195.154, 508.736, 526.144)
+    assert not probe.link_holds(260.080, 195.154, 560.0)  # over 2 one by more than 5 %
+    assert not probe.link_holds(212.288, 189.456, 380.0)  # under (one + model) by 5.4 %

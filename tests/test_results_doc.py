@@ -68,10 +68,25 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-03b) the paced table, the stand-in before/after row, the re-run headline and
     # 8b, their limits, the tune sweeps; (2026-12-03c) one graph per step and its limits;
     # (2026-12-04d) the copy-engine collectives, their limits, the knobs beside them;
-    # (2026-12-06) a stream per micro-batch, its limits, the backward-only / priority rows
-    assert n == 17
+    # (2026-12-06) a stream per micro-batch, its limits, the backward-only / priority rows;
+    # (2026-12-06, H100) a comm stream per lane, the micro-batch size, its limits, 8b, eager
+    assert n == 22
 
 
 def test_the_readme_fits_on_a_screen_or_two():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200, len(lines)
+
+
+def test_a_row_names_an_uneven_split_and_the_driver_copier():
+    """The run label says --split-sizes for an uneven split (even sizes read as --splits),
+    and names the copy-engine stand-in's copier when it is not torch's."""
+    gen = _gen()
+    assert gen._knob_flags({"splits": 2, "split_sizes": [1, 3]}) == ["--split-sizes 1,3"]
+    assert gen._knob_flags({"splits": 4, "split_sizes": [1, 1, 1, 1]}) == ["--splits 4"]
+    assert gen._knob_flags({"splits": 2, "split_sizes": None}) == []
+    rows = gen.run_rows(runs=["reports/emulated-h100-2026-12-06/call2/eager-ce-drv/run.json",
+                              "reports/emulated-h100-2026-12-06/call2/ce-own-s13/run.json"],
+                        modes=["tp"], ratios=("domino/nocomm",))
+    assert "copy engines (pace phase, copier driver)" in rows[2]
+    assert "`--split-sizes 1,3`" in rows[3] and "| 0.765 |" in rows[3]

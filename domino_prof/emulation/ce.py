@@ -64,7 +64,10 @@ PACES = ("copy", "phase")
 PACE = "phase"  # measured: reports/emulated-h200-2026-12-04d (module doc)
 # how the stand-in issues its copies (DOMINO_PROF_CE_COPY): "torch", a tensor copy_ each
 # (~10 us of host a copy: eager runs are host-bound), or "driver", cuMemcpyDtoDAsync
-# through ctypes on precomputed addresses (the same device copy, a fraction of the host)
+# through ctypes on precomputed addresses (the same device copy, a fraction of the host:
+# 150 against 252 us of host an all-reduce on an H100 host, benchmarks/probe_ce_copier.py;
+# eager ce domino stays host-bound with it, 0.52 of nocomm: reports/emulated-h100-2026-12-06,
+# so torch stays the default, bit-equal either way)
 COPIERS = ("torch", "driver")
 COPIER = "torch"
 
