@@ -258,3 +258,23 @@ def test_the_lane_link_probe_judges_serialised_pairs():
     assert probe.link_holds(260.080, 195.154, 508.736, 526.144)
     assert not probe.link_holds(260.080, 195.154, 560.0)  # over 2 one by more than 5 %
     assert not probe.link_holds(212.288, 189.456, 380.0)  # under (one + model) by 5.4 %
+
+
+def test_lane_phase_measures_the_gap_between_the_lanes_calls():
+    """benchmarks/lane_phase.py on a hand-made trace: one step of 1000 µs, calls on comm
+    streams 7 and 9 at 400, 450, 700, 800 and on 7 at 950 (after --from 0.37: 370 µs);
+    gaps 7->9: 50 (400->450), 100 (700->800); 9->7: 250 (450->700), 150 (800->950). A
+    call at 300 is in the forward and left out."""
+    from script_module import load
+
+    lp = load("benchmarks/lane_phase.py", "_lane_phase")
+
+    def k(ts, stream, name="emulated_allreduce_ce_start_link", dur=1.0):
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur,
+                "args": {"stream": stream}}
+
+    evs = [k(0, 3, "gemm", 10.0), k(300, 7), k(400, 7), k(450, 9), k(700, 7), k(800, 9),
+           k(950, 7), k(999, 3, "gemm", 1.0)]
+    assert lp.start_times(evs) == {7: [300, 400, 700, 950], 9: [450, 800]}
+    assert lp.gaps(evs, steps=1, frm=0.37) == {(7, 9): [50, 100], (9, 7): [250, 150]}
+    assert lp.gaps(evs, steps=1, frm=0.5) == {(7, 9): [100], (9, 7): [150]}

@@ -434,8 +434,9 @@ class RunConfig:
     # DOMINO_PROF_LANE_COMM=own (lane_comm) gives each lane a comm stream of its own for
     # that queueing; measured on one H100 (reports/emulated-h100-2026-12-06): no gain with
     # the copy engines (0.790 against one stream's 0.792), +0.013 with the SM stand-in, the
-    # backward's exposed comm unmoved (11.7 ms): the queueing was not the cause; shared stays
-    # the default
+    # backward's exposed comm unmoved (11.7 ms): the queueing was not the cause, the lanes
+    # run in phase (their calls 119 us apart, under a call: benchmarks/lane_phase.py); shared
+    # stays the default
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
