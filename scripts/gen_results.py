@@ -95,7 +95,7 @@ def _hidden(run: dict, mode: str) -> float | None:
 
 def _lanes_env(lanes: dict | None) -> list[str]:
     """A run.json's ``lanes`` (--mb-streams 2) as the environment settings that differ
-    from the defaults (config.lane_phases / lane_priorities / lane_comm)."""
+    from the defaults (config.lane_phases / lane_priorities / lane_comm / lane_lock)."""
     env = []
     if lanes and lanes.get("phases", ["fwd", "bwd"]) != ["fwd", "bwd"]:
         env.append(f"DOMINO_PROF_LANE_PHASES={','.join(lanes['phases'])}")
@@ -103,6 +103,8 @@ def _lanes_env(lanes: dict | None) -> list[str]:
         env.append(f"DOMINO_PROF_LANE_PRIORITY={','.join(map(str, lanes['priority']))}")
     if lanes and lanes.get("comm", "shared") != "shared":
         env.append(f"DOMINO_PROF_LANE_COMM={lanes['comm']}")
+    if lanes and lanes.get("lock", "off") != "off":
+        env.append(f"DOMINO_PROF_LANE_LOCK={lanes['lock']}")
     return env
 
 

@@ -172,11 +172,61 @@ def test_run_json_records_the_lanes_knobs(monkeypatch):
     assert lanes_info(RunConfig(model=tiny())) is None
     cfg = RunConfig(model=tiny(), device="cuda", comm="emulate", tp=2, mb_streams=2)
     assert lanes_info(cfg) == {"phases": ["fwd", "bwd"], "priority": [-100, 0],
-                               "comm": "shared"}  # fmt: skip
+                               "comm": "shared", "lock": "off"}  # fmt: skip
     monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "bwd")
     monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "0,0")
     monkeypatch.setenv("DOMINO_PROF_LANE_COMM", "own")
-    assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0], "comm": "own"}
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "dgrad")
+    assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0], "comm": "own",
+                               "lock": "dgrad"}  # fmt: skip
+
+
+def test_lane_lock_knob_is_checked(monkeypatch):
+    from domino_prof.reference_model.config import lane_lock
+
+    assert lane_lock() == "off"
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "dgrad")
+    RunConfig(model=tiny(), device="cuda", tp=2, mb_streams=2).validate()
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "on")
+    with pytest.raises(ConfigError, match="--mb-streams 2: DOMINO_PROF_LANE_LOCK='on': "
+                                          "give off or dgrad"):  # fmt: skip
+        RunConfig(model=tiny(), device="cuda", tp=2, mb_streams=2).validate()
+
+
+@pytest.mark.parametrize("wgrad_in", ["joint", "accumulate"])
+def test_the_lane_lock_alternates_the_dgrads(wgrad_in, monkeypatch):
+    """DOMINO_PROF_LANE_LOCK=dgrad (tp_step.py): gradients bit-equal to one stream's; each
+    unit's weight gradients run as a segment of their own on the follower's lane right
+    after its dgrad of the unit (none deferred into a later segment); every backward
+    segment of the leader but the first waits for an event the follower recorded right
+    after its previous dgrad, before that unit's weight gradients."""
+    _, _, l1, g1 = _lanes_step(wgrad_in, mb_streams=1)
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "dgrad")
+    cs, ex, l2, g2 = _lanes_step(wgrad_in, mb_streams=2)
+    assert float(l1) == float(l2)
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+    log = cs.log
+    runs = [(i, e[1], e[2]) for i, e in enumerate(log) if e[0] == "run"]
+    bwd = [(i, k, s) for i, k, s in runs if k[0] in ("HD", "D", "E", "W")]
+    ws = [(i, k, s) for i, k, s in bwd if k[0] == "W"]
+    assert sorted(k[1] for _, k, _ in ws) == [0, 1, 2, 3, 4]  # the head and 4 sub-layers
+    for i, key, stream in ws:
+        prev = max((j, k, s) for j, k, s in bwd if j < i and k[0] != "W")
+        assert stream == "follow" and prev[2] == "follow" and prev[1][1:3] == (key[1], 0), key
+        # its own run: the log's previous run is the follower's dgrad, not a pre
+        assert runs[[r[0] for r in runs].index(i) - 1][0] == prev[0], key
+    leads = [(i, k) for i, k, s in bwd if s == "lead"]
+    assert [k[0] for _, k in leads] == ["HD", "D", "D", "D", "D", "E"]
+    for i, key in leads[1:]:
+        w = next(log[j] for j in range(i - 1, -1, -1)
+                 if log[j][0] == "wait" and log[j][2] == "lead")  # fmt: skip
+        r = max(j for j in range(i) if log[j][0] == "record" and log[j][1] is w[1])
+        assert log[r][2] == "follow", key
+        fol_d = max(j for j, k, s in bwd if j < r and s == "follow" and k[0] != "W")
+        fol_w = [j for j, k, s in ws if fol_d < j < i]
+        assert all(r < j for j in fol_w), key  # recorded before the unit's W
+        # the follower's dgrad it waits for is of the unit just above the leader's
+        assert any(k[0] == "W" for j, k, s in bwd if fol_d < j < i), key
 
 
 def test_lane_comm_knob_is_checked(monkeypatch):

@@ -298,6 +298,24 @@ def lane_comm() -> str:
     return v
 
 
+LANE_LOCKS = ("off", "dgrad")
+
+
+def lane_lock() -> str:
+    """How far apart the backward lanes are held, from ``DOMINO_PROF_LANE_LOCK``: ``off``
+    (the default: the leader's segment waits for its own all-reduce only, and the two
+    lanes were measured to run in phase, benchmarks/lane_phase.py) or ``dgrad`` (the
+    leader's input-gradient segment also waits for the end of the follower's previous one,
+    and each unit's weight gradients run as a segment of their own on the follower's lane
+    right after its all-reduce is launched: the input gradients alternate as on one
+    stream, with each lane's all-reduce behind the other's segment, and the weight
+    gradients fill the SMs beside the leader's; tp_step.py)."""
+    v = os.environ.get("DOMINO_PROF_LANE_LOCK", "off")
+    if v not in LANE_LOCKS:
+        raise ValueError(f"DOMINO_PROF_LANE_LOCK={v!r}: give off or dgrad")
+    return v
+
+
 def lanes_info(cfg) -> dict | None:
     """run.json's ``lanes``: the micro-batch lanes' phases and stream priorities of a run
     with ``--mb-streams 2`` (their knobs are environment variables: recorded here so the
@@ -305,7 +323,7 @@ def lanes_info(cfg) -> dict | None:
     if getattr(cfg, "mb_streams", 1) != 2:
         return None
     return {"phases": list(lane_phases()), "priority": list(lane_priorities()),
-            "comm": lane_comm()}
+            "comm": lane_comm(), "lock": lane_lock()}
 
 
 def config_notes(cfg: RunConfig) -> list[str]:
@@ -436,7 +454,8 @@ class RunConfig:
     # the copy engines (0.790 against one stream's 0.792), +0.013 with the SM stand-in, the
     # backward's exposed comm unmoved (11.7 ms): the queueing was not the cause, the lanes
     # run in phase (their calls 119 us apart, under a call: benchmarks/lane_phase.py); shared
-    # stays the default
+    # stays the default. DOMINO_PROF_LANE_LOCK=dgrad (lane_lock) holds the backward lanes
+    # apart; built 2026-12-06, CPU-tested, not yet measured
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
@@ -685,7 +704,7 @@ class RunConfig:
                               "the micro-batches run one after the other (drop it)")  # fmt: skip
         try:  # its environment knobs: a bad value is one line here, not a rank's traceback
             lane_phases(), lane_priorities()
-            lane_comm()
+            lane_comm(), lane_lock()
         except ValueError as e:
             raise ConfigError(f"--mb-streams 2: {e}") from None
         n = len(self.split_sizes) if self.split_sizes is not None else self.splits

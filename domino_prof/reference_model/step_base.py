@@ -15,7 +15,7 @@ import torch
 from domino_prof.reference_model import segments as S
 from domino_prof.reference_model.executor import _NULL, Deferred, _profiling
 from domino_prof.reference_model.layers import Head, Layer, Unit
-from domino_prof.reference_model.config import lane_phases
+from domino_prof.reference_model.config import lane_lock, lane_phases
 
 
 @dataclass(slots=True)
@@ -69,6 +69,8 @@ class StepBase:
         self.lanes: bool = bool(getattr(runner, "mb_streams", 1) == 2 and n == 2)
         # the phases whose two micro-batches take a lane each (the other: the lead lane)
         self.lane_phases: tuple[str, ...] = lane_phases() if self.lanes else ()
+        # DOMINO_PROF_LANE_LOCK (tp_step.py): "dgrad" holds the backward lanes apart
+        self.lane_lock: str = lane_lock() if self.lanes else "off"
         self._phase: str | None = None
 
     def at(self, phase: str, u: Unit, b: int):

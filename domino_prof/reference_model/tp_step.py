@@ -69,6 +69,15 @@ The lanes' collectives go through one comm stream, the group's, in the order iss
 (``own``: the executor's ``lane_comms``; real NCCL, a second group of the same ranks;
 emulated, ``EmulatedComm.lane_sibling``, two comm streams sharing one link), so the
 leader's all-reduce never waits in stream order behind the slowed follower's.
+
+Measured (reports/emulated-h100-2026-12-06) the backward lanes run in phase: the leader's
+next segment waits for its own all-reduce only, runs beside the follower's, and the two
+finish and all-reduce together while both wait. ``DOMINO_PROF_LANE_LOCK=dgrad`` holds them
+apart: the leader's segment also waits for the end of the follower's previous dgrad, and
+each unit's weight gradients, not deferred into the follower's next segment, run as a
+segment of their own on its lane right after it launched its all-reduce. The input
+gradients then alternate as on one stream, each lane's all-reduce behind the other's
+dgrad, and the weight gradients share the SMs with the leader's. Not yet measured.
 """
 
 from __future__ import annotations
@@ -114,6 +123,10 @@ class AllReduceStep(StepBase):
         self._lead_ev = None  # micro-batch lanes: the leader's last event (module doc)
         self._lanes_fwd = self.lanes and "fwd" in self.lane_phases
         self._lanes_bwd = self.lanes and "bwd" in self.lane_phases
+        # DOMINO_PROF_LANE_LOCK=dgrad (module doc): the follower's last dgrad end, which the
+        # leader's next segment waits for; the weight gradients run at once, not deferred
+        self._lock = self._lanes_bwd and self.lane_lock == "dgrad"
+        self._fol_ev = None
 
     def _partial(self, b: int, key, t, src) -> None:
         """Micro-batch b's next partial sums (chunk 0 computed) and their chunks' source."""
@@ -209,14 +222,20 @@ class AllReduceStep(StepBase):
             self._leader_done(b)
 
     def _after_leader(self, b: int) -> None:
-        """Lanes, backward: the follower's next segment waits for the leader's last."""
+        """Lanes, backward: the follower's next segment waits for the leader's last; with
+        the lock, the leader's for the follower's last dgrad."""
         if b != self.n - 1:
             self.ex.lane_wait(1, self._lead_ev)
+        elif self._lock and self._fol_ev is not None:
+            self.ex.lane_wait(0, self._fol_ev)
 
     def _leader_done(self, b: int) -> None:
-        """Lanes, backward: after the leader's segment, the point the follower waits for."""
+        """Lanes, backward: after the leader's segment, the point the follower waits for;
+        with the lock, after the follower's, the point the leader waits for."""
         if b == self.n - 1:
             self._lead_ev = self.ex.lane_record(0)
+        elif self._lock:
+            self._fol_ev = self.ex.lane_record(1)
 
     def _dgrad(self, u: Unit, b: int) -> None:
         first = self._first(u.index)
@@ -241,17 +260,23 @@ class AllReduceStep(StepBase):
         self._partial(b, ("dn", u.index, b), dn, ("DN", u.index, dy_all, w_in, False))
 
     def wgrad(self, u: Unit) -> None:
-        """u's weight gradients over all micro-batches, deferred into the next segment."""
+        """u's weight gradients over all micro-batches, deferred into the next segment
+        (with the lane lock: a segment of their own, now, on the follower's lane)."""
         i = u.index
         if isinstance(u, Head):
             args = (self.gs.pop(i), self.xs.pop(i), u.weights[1].grad, True)
-            self.pre = Deferred(("W", i, 0), S.seg_head_wgrad, args)
+            w = Deferred(("W", i, 0), S.seg_head_wgrad, args)
+        else:
+            n_all, x_all = self.xs.pop(i)
+            g_all, dy_all = self.gs.pop(i)
+            _, w_in, w_out = u.weights
+            args = (u.kind, g_all, dy_all, x_all, n_all, w_in.grad, w_out.grad)
+            w = Deferred(("W", i, 0), S.seg_wgrad_all, args)
+        if not self._lock:
+            self.pre = w
             return
-        n_all, x_all = self.xs.pop(i)
-        g_all, dy_all = self.gs.pop(i)
-        _, w_in, w_out = u.weights
-        args = (u.kind, g_all, dy_all, x_all, n_all, w_in.grad, w_out.grad)
-        self.pre = Deferred(("W", i, 0), S.seg_wgrad_all, args)
+        with self.at("bwd", u, 0):  # micro-batch 0's lane: after its dgrad of u
+            self.ex.run(w.key, w.fn, *w.args, keep=0)
 
     def embed_bwd(self, b: int) -> None:
         """Unit 0's norm backward + residual, then the embedding's gradient rows (lanes:
