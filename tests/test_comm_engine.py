@@ -261,20 +261,24 @@ def test_the_lane_link_probe_judges_serialised_pairs():
 
 
 def test_lane_phase_measures_the_gap_between_the_lanes_calls():
-    """benchmarks/lane_phase.py on a hand-made trace: one step of 1000 µs, calls on comm
-    streams 7 and 9 at 400, 450, 700, 800 and on 7 at 950 (after --from 0.37: 370 µs);
-    gaps 7->9: 50 (400->450), 100 (700->800); 9->7: 250 (450->700), 150 (800->950). A
-    call at 300 is in the forward and left out."""
+    """benchmarks/lane_phase.py on hand-made intervals (``classify``'s columns, ns): step 1
+    spans 0-1000 µs with calls on comm streams 7 and 9 at 400, 450, 700, 800 and on 7 at
+    950 (after --from 0.37: 370 µs); gaps 7->9: 50, 100; 9->7: 250, 150. A call at 300 is
+    in the forward, one outside the profiled steps (iteration -1) is left out, and step 2
+    (2000-3000 µs: 9 at 2600, 7 at 2620) adds 9->7: 20 without a gap across the steps."""
+    pd = pytest.importorskip("pandas")
     from script_module import load
 
     lp = load("benchmarks/lane_phase.py", "_lane_phase")
-
-    def k(ts, stream, name="emulated_allreduce_ce_start_link", dur=1.0):
-        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur,
-                "args": {"stream": stream}}
-
-    evs = [k(0, 3, "gemm", 10.0), k(300, 7), k(400, 7), k(450, 9), k(700, 7), k(800, 9),
-           k(950, 7), k(999, 3, "gemm", 1.0)]
-    assert lp.start_times(evs) == {7: [300, 400, 700, 950], 9: [450, 800]}
-    assert lp.gaps(evs, steps=1, frm=0.37) == {(7, 9): [50, 100], (9, 7): [250, 150]}
-    assert lp.gaps(evs, steps=1, frm=0.5) == {(7, 9): [100], (9, 7): [150]}
+    rows = [(1, 3, 0, 10, "gemm"), (1, 7, 300, 301, "s"), (1, 7, 400, 401, "s"),
+            (1, 9, 450, 451, "s"), (1, 7, 700, 701, "s"), (1, 9, 800, 801, "s"),
+            (1, 7, 950, 951, "s"), (1, 3, 999, 1000, "gemm"), (-1, 9, 960, 961, "s"),
+            (2, 3, 2000, 2010, "gemm"), (2, 9, 2600, 2601, "s"), (2, 7, 2620, 2621, "s"),
+            (2, 3, 2999, 3000, "gemm")]  # fmt: skip
+    iv = pd.DataFrame(
+        [(it, st, t0 * 1000, t1 * 1000, "emulated_allreduce_ce_start_link" if n == "s" else n)
+         for it, st, t0, t1, n in rows],
+        columns=["iteration", "stream", "start", "end", "name"])  # fmt: skip
+    assert lp.starts(iv).groupby("stream").size().to_dict() == {7: 5, 9: 3}
+    assert lp.gaps(iv, frm=0.37) == {(7, 9): [50, 100], (9, 7): [250, 150, 20]}
+    assert lp.gaps(iv, frm=0.5) == {(7, 9): [100], (9, 7): [150, 20]}

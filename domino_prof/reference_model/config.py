@@ -453,7 +453,7 @@ class RunConfig:
     # that queueing; measured on one H100 (reports/emulated-h100-2026-12-06): no gain with
     # the copy engines (0.790 against one stream's 0.792), +0.013 with the SM stand-in, the
     # backward's exposed comm unmoved (11.7 ms): the queueing was not the cause, the lanes
-    # run in phase (their calls 119 us apart, under a call: benchmarks/lane_phase.py); shared
+    # run in phase (their calls 121 us apart, under a call: benchmarks/lane_phase.py); shared
     # stays the default. DOMINO_PROF_LANE_LOCK=dgrad (lane_lock) holds the backward lanes
     # apart; built 2026-12-06, CPU-tested, not yet measured
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
