@@ -284,7 +284,16 @@ def lane_phases() -> tuple[str, ...]:
     return phases
 
 
-LANE_COMMS = ("shared", "own")
+def _lane_choice(name: str, choices: tuple[str, ...]) -> str:
+    """Environment variable ``name``, one of ``choices`` (unset: the first), else a
+    one-line ValueError ("give a or b")."""
+    v = os.environ.get(name, choices[0])
+    if v not in choices:
+        raise ValueError(f"{name}={v!r}: give {' or '.join(choices)}")
+    return v
+
+
+LANE_COMMS = ("shared", "own")  # the first is the default
 
 
 def lane_comm() -> str:
@@ -292,13 +301,10 @@ def lane_comm() -> str:
     ``shared`` (the default: one comm stream, the group's, in issue order) or ``own`` (each
     lane's on a comm stream of its own: real NCCL, a second communicator of the same ranks;
     emulated, ``EmulatedComm.lane_sibling``: the two streams share one link)."""
-    v = os.environ.get("DOMINO_PROF_LANE_COMM", "shared")
-    if v not in LANE_COMMS:
-        raise ValueError(f"DOMINO_PROF_LANE_COMM={v!r}: give shared or own")
-    return v
+    return _lane_choice("DOMINO_PROF_LANE_COMM", LANE_COMMS)
 
 
-LANE_LOCKS = ("off", "dgrad")
+LANE_LOCKS = ("off", "dgrad")  # the first is the default
 
 
 def lane_lock() -> str:
@@ -310,10 +316,7 @@ def lane_lock() -> str:
     right after its all-reduce is launched: the input gradients alternate as on one
     stream, with each lane's all-reduce behind the other's segment, and the weight
     gradients fill the SMs beside the leader's; tp_step.py)."""
-    v = os.environ.get("DOMINO_PROF_LANE_LOCK", "off")
-    if v not in LANE_LOCKS:
-        raise ValueError(f"DOMINO_PROF_LANE_LOCK={v!r}: give off or dgrad")
-    return v
+    return _lane_choice("DOMINO_PROF_LANE_LOCK", LANE_LOCKS)
 
 
 def lanes_info(cfg) -> dict | None:
