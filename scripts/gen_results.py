@@ -103,8 +103,10 @@ def _lanes_env(lanes: dict | None) -> list[str]:
         env.append(f"DOMINO_PROF_LANE_PRIORITY={','.join(map(str, lanes['priority']))}")
     if lanes and lanes.get("comm", "shared") != "shared":
         env.append(f"DOMINO_PROF_LANE_COMM={lanes['comm']}")
-    if lanes and lanes.get("lock", "off") != "off":
-        env.append(f"DOMINO_PROF_LANE_LOCK={lanes['lock']}")
+    # run.json has no "lock" before the knob existed: those lanes ran unlocked ("off");
+    # "dgrad" is the default since reports/emulated-h100-2026-12-06b
+    if lanes and lanes.get("lock", "off") != "dgrad":
+        env.append(f"DOMINO_PROF_LANE_LOCK={lanes.get('lock', 'off')}")
     return env
 
 
@@ -461,6 +463,24 @@ RUNS_06B_8B = [f"{_H100_06}/{d}/run.json" for d in (
     "call4/8b-ce-mbs4-acc")]
 RUNS_06B_EAGER = [f"{_H100_06}/{d}/run.json" for d in (
     "call2/eager-sm", "call2/eager-ce-drv", "call2/eager-ce-own-drv")]
+# 2026-12-06, a third lease (one H100), four calls: DOMINO_PROF_LANE_LOCK=dgrad beside one
+# stream and the unlocked lanes, at mbs 2 and 4, llama3-8b, eager; bench_schedule at tp 1
+# (call1's ce-lock and ce-mbs4-acc did not come back: call1/console.txt has their tables);
+# "call5" is four short calls on the warm machine (call5/command.sh)
+_H100_06B = "reports/emulated-h100-2026-12-06b"
+RUNS_06C_LOCK = [f"{_H100_06B}/{d}/run.json" for d in (
+    "call1/sm-joint", "call3/sm-joint-r2", "call4/sm-lanes", "call4/sm-lanes-r2",
+    "call1/sm-lock", "call3/sm-lock-r2", "call4/sm-lock-r3", "call4/sm-lock-r4",
+    "call5/sm-acc", "call5/sm-acc-r2", "call5/sm-lock-acc", "call5/sm-lock-acc-r2",
+    "call1/ce-joint", "call1/ce-lanes", "call1/ce-lock-acc", "call5/ce-lock-acc-r2",
+    "call1/ce-lock-bwd")]
+RUNS_06C_MBS4 = [f"{_H100_06B}/{d}/run.json" for d in (
+    "call2/ce-mbs4-acc-r2", "call1/ce-lock-mbs4-acc", "call2/ce-lock-mbs4-acc-r2",
+    "call2/sm-mbs4-acc", "call2/sm-lock-mbs4-acc", "call2/8b-ce-mbs4-acc",
+    "call3/8b-ce-mbs4-acc-r2", "call2/8b-ce-lock-mbs4-acc", "call3/8b-ce-lock-mbs4-acc-r2")]
+RUNS_06C_EAGER = [f"{_H100_06B}/{d}/run.json" for d in (
+    "call3/eager-sm", "call4/eager-sm-r2", "call4/eager-sm-lanes", "call3/eager-sm-lock",
+    "call4/eager-sm-lock-r2")]
 _SP_RATIOS = ("domino/tp", "domino/nocomm", "domino-sp/tp", "domino-sp/sp", "domino-sp/nocomm")
 _ALL_MODES = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp"]
 
@@ -721,6 +741,61 @@ SECTIONS: list[dict] = [
                 "copy-engine stand-in's host time per call from 252 to 150 us "
                 "(benchmarks/probe_ce_copier.py, same lease: probes.log) and eager ce domino "
                 "still runs at 0.52 of nocomm. CUDA graphs are the way at this shard size.",
+    },
+    {
+        "title": "The lanes' lock, `DOMINO_PROF_LANE_LOCK=dgrad` (emulated comm, H100)",
+        "where": "one H100 (nvidia-h100-x1), 2026-12-06 06:21-06:58 UTC, one lease of eight "
+                 "calls; llama3-3b (28 layers), seq 4096, mbs 2, TP 8, `--cuda-graphs`, 16 "
+                 "timed steps, each row run once",
+        "render": run_rows,
+        "args": {"runs": RUNS_06C_LOCK, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "With the SM stand-in (run's default engine) the locked lanes run at 0.761, "
+                "0.763, 0.763 and 0.768 of nocomm, the unlocked ones at 0.736 and 0.736, one "
+                "stream at 0.743 and 0.744: the lock holds the backward's exposed comm at one "
+                "stream's 4.9 ms a profiled step (12.6 unlocked) and keeps part of the lanes' "
+                "gain on the split (7.0 ms against 8.7). It is the lanes' default since this "
+                "lease (`DOMINO_PROF_LANE_LOCK=off` restores the unlocked lanes); "
+                "`--mb-streams 2` stays off by default for its memory (peak 24.9 GB against "
+                "15.8). `--wgrad-in accumulate` adds to it: 0.776 and 0.776 locked, 0.755 and "
+                "0.753 on one stream (1.21x tp at its best). With the copy engines at mbs 2 "
+                "the lock does not move domino (0.787 locked, call1/console.txt; 0.785 "
+                "unlocked; 0.791 one stream); with accumulate 0.801 and 0.804. "
+                "reports/emulated-h100-2026-12-06b/README.md.",
+    },
+    {
+        "title": "The lanes' lock at mbs 4, and llama3-8b (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above; seq 4096, mbs 4, TP 8, "
+                 "`--cuda-graphs`, `--wgrad-in accumulate`",
+        "render": run_rows,
+        "args": {"runs": RUNS_06C_MBS4, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "llama3-8b with the copy engines: 0.908 and 0.907 of nocomm locked, 0.900 and "
+                "0.898 on one stream (peak 67.4 GB against 38.8). llama3-3b: copy engines "
+                "0.863 (call1/console.txt) and 0.853 locked against 0.852 (console) and 0.848; "
+                "SM stand-in 0.835 against 0.818. With the lanes the parts of the gap do not "
+                "add up (concurrent kernels slow each other in domino-nocomm too): their "
+                "residuals are in the README's table.",
+    },
+    {
+        "title": "Eager with the lanes' lock (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above; llama3-3b, seq 4096, mbs 2, eager",
+        "render": run_rows,
+        "args": {"runs": RUNS_06C_EAGER, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "Still host-bound (domino's issue 94-97 ms of a 98-104 ms step): one stream "
+                "0.645 and 0.664 of nocomm, unlocked lanes 0.617, locked 0.684 and 0.670.",
+    },
+    {
+        "title": "The schedules' own cost with the locked lanes: one H100, tp 1, 2026-12-06",
+        "where": "one H100, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2; eager "
+                 "and one graph per step; the lease above, call 3",
+        "render": bench_schedule,
+        "args": {"file": f"{_H100_06B}/call3/bench/base.json"},
+        "text": "domino graphs / tp graphs 1.006, tp eager / plain 1.004. With "
+                "`--mb-streams 2` and the lock (call3/bench/lock.json, same call) 1.017 and "
+                "1.005, domino eager 0.898 of plain-mb; peak reserved 29.0 GB against 22.4 "
+                "eager. `--wgrad-in accumulate` costs domino's graphs at tp 1: 1.042, 1.040 "
+                "and 1.041 against `joint`'s 1.023, 1.024 and 1.024 (call1/bench/, "
+                "call5/bench/: three pairs), over the issue's 1.03, so accumulate stays off "
+                "by default.",
     },
     {
         "title": "The schedules' own cost, and with a stream per micro-batch: one H200, tp 1, "

@@ -73,7 +73,9 @@ def _lanes_step(wgrad_in: str = "joint", mb_streams: int = 2):
     return cs, ex, loss, [p.grad.clone() for p in model.parameters()]
 
 
-def test_lanes_give_the_same_gradients_bit_for_bit():
+@pytest.mark.parametrize("lock", ["dgrad", "off"])
+def test_lanes_give_the_same_gradients_bit_for_bit(lock, monkeypatch):
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", lock)  # dgrad: the lanes' default
     for wgrad_in in ("joint", "accumulate"):
         _, _, l1, g1 = _lanes_step(wgrad_in, mb_streams=1)
         _, _, l2, g2 = _lanes_step(wgrad_in, mb_streams=2)
@@ -83,7 +85,10 @@ def test_lanes_give_the_same_gradients_bit_for_bit():
 
 @pytest.mark.parametrize("phases", ["fwd,bwd", "bwd"])
 def test_lanes_order_the_two_micro_batches_as_written(phases, monkeypatch):
+    """The unlocked lanes (DOMINO_PROF_LANE_LOCK=off; the lock's own order is
+    test_the_lane_lock_alternates_the_dgrads)."""
     monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", phases)
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "off")
     cs, ex, _, _ = _lanes_step()
     split_fwd = phases == "fwd,bwd"
     log = cs.log
@@ -172,24 +177,25 @@ def test_run_json_records_the_lanes_knobs(monkeypatch):
     assert lanes_info(RunConfig(model=tiny())) is None
     cfg = RunConfig(model=tiny(), device="cuda", comm="emulate", tp=2, mb_streams=2)
     assert lanes_info(cfg) == {"phases": ["fwd", "bwd"], "priority": [-100, 0],
-                               "comm": "shared", "lock": "off"}  # fmt: skip
+                               "comm": "shared", "lock": "dgrad"}  # fmt: skip
     monkeypatch.setenv("DOMINO_PROF_LANE_PHASES", "bwd")
     monkeypatch.setenv("DOMINO_PROF_LANE_PRIORITY", "0,0")
     monkeypatch.setenv("DOMINO_PROF_LANE_COMM", "own")
-    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "dgrad")
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "off")
     assert lanes_info(cfg) == {"phases": ["bwd"], "priority": [0, 0], "comm": "own",
-                               "lock": "dgrad"}  # fmt: skip
+                               "lock": "off"}  # fmt: skip
 
 
 def test_lane_lock_knob_is_checked(monkeypatch):
     from domino_prof.reference_model.config import lane_lock
 
+    assert lane_lock() == "dgrad"
+    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "off")
     assert lane_lock() == "off"
-    monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "dgrad")
     RunConfig(model=tiny(), device="cuda", tp=2, mb_streams=2).validate()
     monkeypatch.setenv("DOMINO_PROF_LANE_LOCK", "on")
     with pytest.raises(ConfigError, match="--mb-streams 2: DOMINO_PROF_LANE_LOCK='on': "
-                                          "give off or dgrad"):  # fmt: skip
+                                          "give dgrad or off"):  # fmt: skip
         RunConfig(model=tiny(), device="cuda", tp=2, mb_streams=2).validate()
 
 

@@ -69,8 +69,9 @@ def test_every_emulated_figure_says_emulated():
     # 8b, their limits, the tune sweeps; (2026-12-03c) one graph per step and its limits;
     # (2026-12-04d) the copy-engine collectives, their limits, the knobs beside them;
     # (2026-12-06) a stream per micro-batch, its limits, the backward-only / priority rows;
-    # (2026-12-06, H100) a comm stream per lane, the micro-batch size, its limits, 8b, eager
-    assert n == 22
+    # (2026-12-06, H100) a comm stream per lane, the micro-batch size, its limits, 8b, eager;
+    # (2026-12-06b, H100) the lanes' lock at mbs 2, at mbs 4 and 8b, eager
+    assert n == 25
 
 
 def test_the_readme_fits_on_a_screen_or_two():
@@ -90,3 +91,17 @@ def test_a_row_names_an_uneven_split_and_the_driver_copier():
                         modes=["tp"], ratios=("domino/nocomm",))
     assert "copy engines (pace phase, copier driver)" in rows[2]
     assert "`--split-sizes 1,3`" in rows[3] and "| 0.765 |" in rows[3]
+
+
+def test_a_row_names_the_lane_lock_where_it_is_not_the_default():
+    """The lanes' lock is `dgrad` by default since reports/emulated-h100-2026-12-06b: a run
+    with `off`, or one recorded before the knob existed (no "lock": it ran unlocked), is
+    labelled DOMINO_PROF_LANE_LOCK=off; a locked one needs no label."""
+    gen = _gen()
+    base = {"phases": ["fwd", "bwd"], "priority": [-100, 0], "comm": "shared"}
+    assert gen._lanes_env({**base, "lock": "dgrad"}) == []
+    assert gen._lanes_env({**base, "lock": "off"}) == ["DOMINO_PROF_LANE_LOCK=off"]
+    assert gen._lanes_env(base) == ["DOMINO_PROF_LANE_LOCK=off"]
+    assert gen._lanes_env(None) == []
+    assert gen._lanes_env({**base, "comm": "own"}) == [
+        "DOMINO_PROF_LANE_COMM=own", "DOMINO_PROF_LANE_LOCK=off"]

@@ -304,18 +304,21 @@ def lane_comm() -> str:
     return _lane_choice("DOMINO_PROF_LANE_COMM", LANE_COMMS)
 
 
-LANE_LOCKS = ("off", "dgrad")  # the first is the default
+LANE_LOCKS = ("dgrad", "off")  # the first is the default
 
 
 def lane_lock() -> str:
-    """How far apart the backward lanes are held, from ``DOMINO_PROF_LANE_LOCK``: ``off``
-    (the default: the leader's segment waits for its own all-reduce only, and the two
-    lanes were measured to run in phase, benchmarks/lane_phase.py) or ``dgrad`` (the
-    leader's input-gradient segment also waits for the end of the follower's previous one,
-    and each unit's weight gradients run as a segment of their own on the follower's lane
-    right after its all-reduce is launched: the input gradients alternate as on one
-    stream, with each lane's all-reduce behind the other's segment, and the weight
-    gradients fill the SMs beside the leader's; tp_step.py)."""
+    """How far apart the backward lanes are held, from ``DOMINO_PROF_LANE_LOCK``: ``dgrad``
+    (the default: the leader's input-gradient segment also waits for the end of the
+    follower's previous one, and each unit's weight gradients run as a segment of their own
+    on the follower's lane right after its all-reduce is launched: the input gradients
+    alternate as on one stream, with each lane's all-reduce behind the other's segment, and
+    the weight gradients fill the SMs beside the leader's; tp_step.py) or ``off`` (the
+    leader's segment waits for its own all-reduce only: the two lanes run in phase,
+    benchmarks/lane_phase.py). Measured on one H100, emulated TP 8, the headline with
+    ``--cuda-graphs`` (reports/emulated-h100-2026-12-06b): SM stand-in 0.736 and 0.736 of
+    nocomm with ``off``, 0.763 and 0.768 with ``dgrad`` (one stream: 0.744, 0.743); eager
+    0.617 and 0.670; copy engines 0.785 and 0.787."""
     return _lane_choice("DOMINO_PROF_LANE_LOCK", LANE_LOCKS)
 
 
@@ -457,8 +460,15 @@ class RunConfig:
     # the copy engines (0.790 against one stream's 0.792), +0.013 with the SM stand-in, the
     # backward's exposed comm unmoved (11.7 ms): the queueing was not the cause, the lanes
     # run in phase (their calls 121 us apart, under a call: benchmarks/lane_phase.py); shared
-    # stays the default. DOMINO_PROF_LANE_LOCK=dgrad (lane_lock) holds the backward lanes
-    # apart; built 2026-12-06, CPU-tested, not yet measured
+    # stays the default. DOMINO_PROF_LANE_LOCK=dgrad (lane_lock, now the lanes' default)
+    # holds the backward lanes apart. Measured with it on one H100, emulated TP 8
+    # (reports/emulated-h100-2026-12-06b): SM stand-in, --cuda-graphs, 0.761-0.768 of
+    # nocomm in 4 runs against one stream's 0.743-0.744 (3); mbs 4 --wgrad-in accumulate
+    # 0.835 against 0.818; llama3-8b mbs 4 ce accumulate 0.907-0.908 against 0.898-0.900;
+    # eager 0.670 and 0.684 against 0.664 and 0.645; copy engines at mbs 2 0.787 against
+    # 0.791. But the peak memory grows 15.8 -> 24.9 GB at the headline and 38.8 -> 67.4
+    # GB for llama3-8b at mbs 4 (each lane's blocks are held to the join, tp_step.py), so
+    # 1 stays the default and `domino-prof tune --grid mb_streams=1,2` weighs it.
     mb_streams: int = _field(1, "--mb-streams", "Micro-batched all-reduce modes with 2 "
                              "micro-batches: 2 runs each micro-batch on a CUDA stream of its "
                              "own (the one a phase issues first at high priority), so their "
