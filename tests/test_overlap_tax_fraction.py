@@ -482,3 +482,57 @@ def test_the_committed_headline_trace_agrees_with_plain_loops(headline):
     over = [c for c in comp.values() if c["over"]]
     assert doc["n_classes"] == len(over)
     assert doc["n_measured"] == sum(len(c["alone"]) >= 3 for c in over)
+
+
+def test_compute_beside_compute_is_counted_per_device():
+    """``concurrent_ns``: Σ dur − |∪| of a rank's compute intervals of steps per device.
+    Device 0: gemm [0, 10) on stream 7 and [5, 15) on stream 8 (5 ns at once), norm
+    [20, 30) on 7 and [22, 24) on 8 (2 ns), a zero-length one at 26 and one outside steps
+    [0, 50) on stream 8 (neither counted); device 1: gemm [0, 10) beside device 0's (another
+    device: not concurrent). 5 + 2 = 7 ns; over 2 rank-steps, 3.5e-6 ms a step. One
+    stream (one_rank): 0."""
+    f = frame([("compute", "gemm", 7, 0, 10), ("compute", "gemm", 8, 5, 15),
+               ("compute", "norm", 7, 20, 30), ("compute", "norm", 8, 22, 24),
+               ("compute", "norm", 8, 26, 26), ("compute", "gemm", 8, 0, 50, -1),
+               ("compute", "gemm", 9, 0, 10), ("comm", "ar", 9, 40, 60)])  # fmt: skip
+    f.loc[6, "device"] = 1
+    part = tax_part(f, mode="cuda")
+    assert part.concurrent_ns == 7
+    assert tax_part(one_rank(), mode="cuda").concurrent_ns == 0
+    doc = overlap_tax([part, tax_part(one_rank(), mode="cuda")], n_rank_steps=2, hidden_ns=0)
+    assert doc["compute_concurrent_ms_per_step"] == pytest.approx(7 / 2 / 1e6)
+
+
+def test_limits_withhold_the_tax_where_compute_ran_beside_compute():
+    """The lanes (--mb-streams 2): domino's or domino-nocomm's compute beside other compute
+    for more than 5% of the gap (0.6 ms of 12) a step: the class-by-class tax is no part of
+    the step; null, the text says why, the residual holds it: 12 - (6 + 3 + 0.5) = 2.5."""
+    dom = _analysis(112.0, 3.0, {**_tax_json(4, 10_000_000, 2, 4_000_000, 1.5),
+                                 "compute_concurrent_ms_per_step": 0.7}, idle_ms=4.0)
+    dnc = _analysis(106.0, 0.0, _tax_json(4, 8_000_000, 4, 8_000_000, 0.0), idle_ms=3.5)
+    noc = _analysis(100.0, 0.0, _tax_json(4, 7_000_000, 4, 7_000_000, 0.0), idle_ms=1.0)
+    d = limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    assert (d["overlap_tax_ms"], d["adds_up"], d["tax_withheld"]) == (None, None, True)
+    assert d["compute_concurrent_ms"] == {"domino": 0.7, "domino-nocomm": None}
+    assert d["residual_ms"] == pytest.approx(2.5)
+    assert ("overlap tax not measured (compute ran beside other compute of its device: "
+            "0.70 ms a step in domino, over 5% of the gap;") in d["text"]
+    assert "whether the parts add up is not known" in d["text"]
+    # in domino-nocomm only: withheld too
+    dnc2 = _analysis(106.0, 0.0, {**_tax_json(4, 8_000_000, 4, 8_000_000, 0.0),
+                                  "compute_concurrent_ms_per_step": 2.0}, idle_ms=3.5)
+    d = limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc2})
+    assert d["overlap_tax_ms"] is None and "2.00 ms a step in domino-nocomm" in d["text"]
+    # at or under 5% of the gap (0.5 and 0.6): the tax stands (2.0, as without it)
+    for v in (0.5, 0.6):
+        dv = _analysis(112.0, 3.0, {**_tax_json(4, 10_000_000, 2, 4_000_000, 1.5),
+                                    "compute_concurrent_ms_per_step": v}, idle_ms=4.0)
+        d = limits(RUN, {"domino": dv, "nocomm": noc, "domino-nocomm": dnc})
+        assert d["overlap_tax_ms"] == pytest.approx(2.0) and d["tax_withheld"] is False
+    # the report's table says so in the tax row
+    from domino_prof.report.figures import domino_limits
+
+    sec = domino_limits(RUN, {"domino": dom, "nocomm": noc, "domino-nocomm": dnc})
+    row = next(r for r in sec.body.rows if r[0].startswith("overlap tax"))
+    assert row == ["overlap tax (not a part: compute ran beside other compute, 0.70 ms a step "
+                   "in domino; the residual holds it)", "n/a"]

@@ -24,6 +24,11 @@ domino-nocomm in the run every part of that gap is **measured**:
   traces; a CPU trace has no launches);
 
 and the **residual** = gap − (split + exposed + tax + host) is printed beside them;
+the tax is withheld (null, the text says why; the residual holds it) where domino's or
+domino-nocomm's compute ran beside other compute of its device for more than
+:data:`ADDS_UP_SHARE` of the gap a step (``overlap_tax.compute_concurrent_ms_per_step``:
+the micro-batch lanes of ``--mb-streams 2``): a sum of kernel times counts such time in
+each kernel, so the classes' difference is no part of the step;
 ``adds_up`` when |residual| <= :data:`ADDS_UP_SHARE` of the gap. A cross-check of the
 exposed part, from the step identity: domino's device idle beyond domino-nocomm's, less
 the host's, is what comm added to the idle; the exposed comm beyond it lies where
@@ -179,6 +184,13 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
     if measured:
         ref = against(own, _tax_doc(s))
         tax = None if ref is None else ref["tax_ms_per_step"]
+        # compute beside compute (the lanes): no class-by-class tax is a part of the step
+        conc = {m: _f((_tax_doc(x) or {}).get("compute_concurrent_ms_per_step"))
+                for m, x in ((mode, a), (split_mode, s))}  # fmt: skip
+        withheld = (tax is not None and any(
+            v is not None and v > ADDS_UP_SHARE * abs(gap) for v in conc.values()))
+        if withheld:
+            tax = None
         hs = _host_idle_ms(s)
         host = None if ha is None or hs is None else ha - hs
         split = ss - sb
@@ -194,6 +206,8 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             in_gaps = exposed - (idle_added - (host or 0.0))
         out.update({
             "overlap_tax_ms": tax,
+            "compute_concurrent_ms": conc,
+            "tax_withheld": withheld,
             "overlap_tax": None if ref is None else {
                 k: ref[k] for k in ("baseline", "n_classes", "tax_overlapped_ms_per_step",
                                     "tax_alone_ms_per_step", "slowdown", "time_ms_per_step",
@@ -273,7 +287,14 @@ def limits_text(d: Mapping) -> str:
                "is the part)")  # fmt: skip
     parts.append(ex)
     tax = d.get("overlap_tax") or {}
-    if d["overlap_tax_ms"] is None:
+    if d["overlap_tax_ms"] is None and d.get("tax_withheld"):
+        conc = d["compute_concurrent_ms"]
+        parts.append(
+            "overlap tax not measured (compute ran beside other compute of its device: "
+            + ", ".join(f"{v:.2f} ms a step in {m}" for m, v in conc.items() if v is not None)
+            + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of kernel times counts "
+            "such time in each kernel, so the classes' difference is no part of the step)")
+    elif d["overlap_tax_ms"] is None:
         parts.append("overlap tax not measured" + (
             " (an analysis without class rows, from before issue 33: "
             "domino-prof run --reanalyze)"

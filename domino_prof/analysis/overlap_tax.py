@@ -58,10 +58,14 @@ CLASS_COLUMNS = ("rank", "key", "n", "sum_ns", "n_alone", "alone_ns", "alone_med
 
 @dataclass(frozen=True)
 class TaxPart:
-    """One rank's classes (:data:`CLASS_COLUMNS` each): its compute and its comm."""
+    """One rank's classes (:data:`CLASS_COLUMNS` each): its compute and its comm; and
+    ``concurrent_ns``, the time its compute intervals of steps ran at once with another
+    compute interval of the same (rank, device): their durations' sum less their union's
+    length (two micro-batch lanes, a graph's branches; 0 on one stream)."""
 
     compute: pd.DataFrame
     comm: pd.DataFrame
+    concurrent_ns: int = 0
 
 
 def _empty() -> pd.DataFrame:
@@ -255,6 +259,11 @@ def tax_part(intervals: pd.DataFrame, *, mode: str,
     ck, ckeys = class_keys([c["name"], _int_col(c, "grid"), c["op"]], COMPUTE_PARTS)
     compute = class_table(c["rank"].to_numpy(np.int64)[keep], ck[keep], ckeys,
                           dur[comp][keep], f[keep])  # fmt: skip
+    # compute that ran beside other compute: Σ dur − |∪| per (rank, device)
+    cs = start[comp][keep]
+    dev = tuple_ids(c["rank"].to_numpy(np.int64)[keep], c["device"].to_numpy(np.int64)[keep])
+    _, us, ue = ivm.grouped_merge(dev, cs, cs + dur[comp][keep])
+    concurrent = int(dur[comp][keep].sum() - (ue - us).sum())
     # comm: g = its share under the compute reference
     m = iv.loc[comm]
     ref = reference if reference is not None else ComputeReference.of_intervals(iv)
@@ -266,7 +275,7 @@ def tax_part(intervals: pd.DataFrame, *, mode: str,
                             m["op"]], COMM_PARTS)  # fmt: skip
     comms = class_table(m["rank"].to_numpy(np.int64)[mkeep], mk[mkeep], mkeys,
                         dur[comm][mkeep], g[mkeep])  # fmt: skip
-    return TaxPart(compute, comms)
+    return TaxPart(compute, comms, concurrent)
 
 
 # ----------------------------------------------------------------------------- reduce
@@ -380,6 +389,7 @@ def overlap_tax(parts: list, *, n_rank_steps: int, hidden_ns: int | None,
     docs/METRICS.md "Extension: overlap tax" names every key)."""
     compute, comm = _parts(parts)
     k = int(n_rank_steps)
+    concurrent = sum(p.concurrent_ns for p in parts if isinstance(p, TaxPart))
     c = _summary(compute, k, top_n=top_n)
     m = _summary(comm, k, top_n=top_n)
     hidden = hidden_ns / k / 1e6 if (k and hidden_ns is not None) else None
@@ -393,6 +403,9 @@ def overlap_tax(parts: list, *, n_rank_steps: int, hidden_ns: int | None,
                                    "overlapped_ms_per_step", "tax_ms_per_step",
                                    "unmeasured_ms_per_step", "slowdown")},
         "hidden_ms_per_step": hidden,
+        # compute beside other compute (lanes, a graph's branches): a class-by-class sum
+        # of kernel times counts that time in each kernel (limits.py withholds the tax)
+        "compute_concurrent_ms_per_step": concurrent / k / 1e6 if k else None,
         "net_hidden_ms_per_step": (hidden - tax) if (hidden is not None and tax
                                                      is not None) else None,
         "comm_stretch_ms_per_step": m["tax_ms_per_step"],
