@@ -771,9 +771,10 @@ SECTIONS: list[dict] = [
         "text": "llama3-8b with the copy engines: 0.908 and 0.907 of nocomm locked, 0.900 and "
                 "0.898 on one stream (peak 67.4 GB against 38.8). llama3-3b: copy engines "
                 "0.863 (call1/console.txt) and 0.853 locked against 0.852 (console) and 0.848; "
-                "SM stand-in 0.835 against 0.818. With the lanes the parts of the gap do not "
-                "add up (concurrent kernels slow each other in domino-nocomm too): their "
-                "residuals are in the README's table.",
+                "SM stand-in 0.835 against 0.818. With the lanes the analysis withholds the "
+                "overlap tax (their compute runs beside other compute, 21-61 ms a step: "
+                "docs/METRICS.md, what limits domino); the split and the gap are in the "
+                "README's table.",
     },
     {
         "title": "Eager with the lanes' lock (emulated comm, H100)",
