@@ -13,9 +13,12 @@
 #    probe_ce_copier.py;
 # 3. bench_schedule at tp 1 (llama3-3b seq 1024 mbs 2, eager and a graph per step):
 #    the baseline, and domino with --mb-streams 2.
-# Comes back in at most 7 files: session.log, verify.tar, bench.tar, runs0..3.tar
-# (each run-NAME.tar.gz: run.json, config.json, traces; `domino-prof run --reanalyze`
-# them on a CPU box).
+# Comes back in at most 7 files: session.log, verify.tar and bench.tar (each only when its
+# step ran), runs0..3.tar (each run-NAME.tar.gz: run.json, config.json, traces;
+# `domino-prof run --reanalyze` them on a CPU box). The device tool brings back at most 8
+# files from $OUT: a command that adds its own outputs puts them in one tar (a call whose
+# $OUT held 11 files lost its session.log and a quarter of its runs,
+# reports/emulated-h100-2026-12-06b/call1).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT=${OUT:?set OUT}
@@ -61,9 +64,9 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     > "$W/bench/lanes.txt" 2>&1
   grep -E "^(tp|domino) |graphs/tp" "$W/bench/lanes.txt" | head -8
 fi
-tar -C "$W" -cf "$OUT/verify.tar" verify
-tar -C "$W" -cf "$OUT/bench.tar" bench
-(cd "$W/runs" && n=0 && for d in */; do d=${d%/}; n=$((n + 1))
+[ -z "$(ls -A "$W/verify")" ] || tar -C "$W" -cf "$OUT/verify.tar" verify
+[ -z "$(ls -A "$W/bench")" ] || tar -C "$W" -cf "$OUT/bench.tar" bench
+(cd "$W/runs" && shopt -s nullglob && n=0 && for d in */; do d=${d%/}; n=$((n + 1))
    tar -czf "$d.tar.gz" "$d" && tar -rf "$OUT/runs$(( n % 4 )).tar" "$d.tar.gz"; done)
 ls -la "$OUT"
 echo "== done at $(el) s"
