@@ -126,8 +126,10 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
     assert n["domino_step_ms"] == 11.0 and n["domino_step_ms_interval"] == [10.0, 12.0]
     assert (n["frac_of_nocomm"], n["frac_of_nocomm_interval"]) == (0.8, [0.75, 0.82])
     assert n["of_domino_nocomm"] == pytest.approx(0.9)  # median of 9/10, 9.9/11, 10.8/12
-    assert n["limits"] == {"gap_ms": 2.5, "exposed_comm_ms": 1.25, "overlap_tax_ms": None,
-                           "host_ms": 0.5, "rest_ms": 0.75}  # fmt: skip
+    assert n["limits"] == {"gap_ms": 2.5, "split_ms": None, "exposed_comm_ms": 1.25,
+                           "exposed_cost_ms": None, "overlap_tax_ms": None,
+                           "tax_withheld": None, "host_ms": 0.5, "residual_ms": None,
+                           "rest_ms": 0.75}  # fmt: skip
     c = {"name": "c00", "status": "ok", "settings_text": "splits 2, col 2", **n}
     tps = [{"settings_text": "ctas 8", "step_ms": 13.0}, {"settings_text": "default ctas",
                                                          "step_ms": 12.1}]  # fmt: skip
@@ -141,6 +143,23 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
     assert "0.800 [0.750, 0.820]" in text and "0.900" in text and "1.100" in text
     assert "gap 2.50, exposed 1.25, host 0.50, rest 0.75" in text
     assert "tp's best (default ctas, 12.10 ms)" in text
+
+
+def test_the_limits_cell_takes_measured_limits_and_a_withheld_tax():
+    """Every candidate runs domino-nocomm, so its run.json's limits are measured: split and
+    residual, rest null (the cell once formatted the null rest and raised). A tax withheld
+    for compute beside compute (the lanes) says so; a remainder keeps its rest."""
+    measured = {"gap_ms": 17.0, "split_ms": 8.36, "exposed_comm_ms": 4.84,
+                "exposed_cost_ms": 3.28, "overlap_tax_ms": 5.91, "tax_withheld": False,
+                "host_ms": 0.24, "residual_ms": 0.55, "rest_ms": None}  # fmt: skip
+    assert T._limits_text(measured) == ("gap 17.00, split 8.36, exposed 4.84 (cost 3.28), "
+                                        "tax 5.91, host 0.24, residual 0.55")  # fmt: skip
+    lanes = {**measured, "overlap_tax_ms": None, "tax_withheld": True, "residual_ms": 6.46}
+    assert T._limits_text(lanes) == ("gap 17.00, split 8.36, exposed 4.84 (cost 3.28), tax "
+                                     "n/a (compute beside compute), host 0.24, residual 6.46")
+    assert T._limits_text(None) == "n/a"
+    run = {"modes": {}, "comparison": [], "limits": {**measured, "text": "..."}}
+    assert T.candidate_numbers(run)["limits"] == measured
 
 
 def test_mbs_is_a_grid_key_and_each_candidate_meets_tp_at_its_own_mbs():

@@ -265,7 +265,10 @@ def _row(run: dict, mode: str) -> dict:
     return next((r for r in run.get("comparison") or [] if r.get("mode") == mode), {})
 
 
-LIMIT_KEYS = ("gap_ms", "exposed_comm_ms", "overlap_tax_ms", "host_ms", "rest_ms")
+# run.json's limits as tune keeps them: measured (with domino-nocomm, which every
+# candidate runs: split and residual) or a remainder (rest); analysis.limits
+LIMIT_KEYS = ("gap_ms", "split_ms", "exposed_comm_ms", "exposed_cost_ms", "overlap_tax_ms",
+              "tax_withheld", "host_ms", "residual_ms", "rest_ms")
 
 
 def candidate_numbers(run: dict) -> dict:
@@ -323,13 +326,23 @@ def _ci(v, lo_hi, spec: str) -> str:
 
 
 def _limits_text(lim: dict | None) -> str:
+    """A candidate's limits in one cell: the gap, then its parts as run.json has them
+    (measured: split, exposed with its step cost, tax, host, residual; a remainder:
+    exposed, tax, host, rest); a part that is null is left out, a withheld tax says so."""
     if not lim:
         return "n/a"
-    parts = [f"gap {lim['gap_ms']:.2f}", f"exposed {lim['exposed_comm_ms']:.2f}"]
-    for key, name in (("overlap_tax_ms", "tax"), ("host_ms", "host")):
+    parts = [f"gap {lim['gap_ms']:.2f}"]
+    if lim.get("split_ms") is not None:
+        parts.append(f"split {lim['split_ms']:.2f}")
+    cost = lim.get("exposed_cost_ms")
+    parts.append(f"exposed {lim['exposed_comm_ms']:.2f}"
+                 + (f" (cost {cost:.2f})" if cost is not None else ""))  # fmt: skip
+    if lim.get("tax_withheld"):
+        parts.append("tax n/a (compute beside compute)")
+    for key, name in (("overlap_tax_ms", "tax"), ("host_ms", "host"),
+                      ("residual_ms", "residual"), ("rest_ms", "rest")):  # fmt: skip
         if lim.get(key) is not None:
             parts.append(f"{name} {lim[key]:.2f}")
-    parts.append(f"rest {lim['rest_ms']:.2f}")
     return ", ".join(parts)
 
 
