@@ -751,8 +751,9 @@ SECTIONS: list[dict] = [
         "args": {"runs": RUNS_06C_LOCK, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
         "text": "With the SM stand-in (run's default engine) the locked lanes run at 0.761, "
                 "0.763, 0.763 and 0.768 of nocomm, the unlocked ones at 0.736 and 0.736, one "
-                "stream at 0.743 and 0.744: the lock holds the backward's exposed comm at one "
-                "stream's 4.9 ms a profiled step (12.6 unlocked) and keeps part of the lanes' "
+                "stream at 0.743 and 0.744: the lock takes the exposed comm from 12.6 ms a "
+                "profiled step (unlocked) to 4.9 (one stream 4.1; the backward's part 8.7 -> "
+                "0.9, benchmarks/exposed_by_part.py --phases) and keeps part of the lanes' "
                 "gain on the split (7.0 ms against 8.7). It is the lanes' default since this "
                 "lease (`DOMINO_PROF_LANE_LOCK=off` restores the unlocked lanes); "
                 "`--mb-streams 2` stays off by default for its memory (peak 24.9 GB against "
