@@ -260,6 +260,13 @@ def _ms(x: float | None, what: str = "not measured") -> str:
     return what if x is None else f"{x:.2f} ms"
 
 
+def concurrent_text(d: Mapping) -> str:
+    """The measured ``compute_concurrent_ms`` of a :func:`limits` result, per mode:
+    "X ms a step in domino, Y ms a step in domino-nocomm" (why a tax is withheld)."""
+    return ", ".join(f"{v:.2f} ms a step in {m}"
+                     for m, v in d["compute_concurrent_ms"].items() if v is not None)
+
+
 def limits_text(d: Mapping) -> str:
     """One paragraph: the figures of :func:`limits` in words."""
     mode, bound = d["mode"], d["bound"]
@@ -288,11 +295,9 @@ def limits_text(d: Mapping) -> str:
     parts.append(ex)
     tax = d.get("overlap_tax") or {}
     if d["overlap_tax_ms"] is None and d.get("tax_withheld"):
-        conc = d["compute_concurrent_ms"]
         parts.append(
             "overlap tax not measured (compute ran beside other compute of its device: "
-            + ", ".join(f"{v:.2f} ms a step in {m}" for m, v in conc.items() if v is not None)
-            + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of kernel times counts "
+            + concurrent_text(d) + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of kernel times counts "
             "such time in each kernel, so the classes' difference is no part of the step)")
     elif d["overlap_tax_ms"] is None:
         parts.append("overlap tax not measured" + (

@@ -256,14 +256,13 @@ def tax_part(intervals: pd.DataFrame, *, mode: str,
     if mode == "cpu":  # leaf ops per thread (an op's nested ops are its time)
         thr = tuple_ids(*(c[k].to_numpy(np.int64) for k in ("rank", "device", "stream")))
         keep &= leaf_ops(thr, start[comp], dur[comp])
+    rank, cs, cd = c["rank"].to_numpy(np.int64)[keep], start[comp][keep], dur[comp][keep]
     ck, ckeys = class_keys([c["name"], _int_col(c, "grid"), c["op"]], COMPUTE_PARTS)
-    compute = class_table(c["rank"].to_numpy(np.int64)[keep], ck[keep], ckeys,
-                          dur[comp][keep], f[keep])  # fmt: skip
+    compute = class_table(rank, ck[keep], ckeys, cd, f[keep])
     # compute that ran beside other compute: Σ dur − |∪| per (rank, device)
-    cs = start[comp][keep]
-    dev = tuple_ids(c["rank"].to_numpy(np.int64)[keep], c["device"].to_numpy(np.int64)[keep])
-    _, us, ue = ivm.grouped_merge(dev, cs, cs + dur[comp][keep])
-    concurrent = int(dur[comp][keep].sum() - (ue - us).sum())
+    dev = tuple_ids(rank, c["device"].to_numpy(np.int64)[keep])
+    _, us, ue = ivm.grouped_merge(dev, cs, cs + cd)
+    concurrent = int(cd.sum() - (ue - us).sum())
     # comm: g = its share under the compute reference
     m = iv.loc[comm]
     ref = reference if reference is not None else ComputeReference.of_intervals(iv)

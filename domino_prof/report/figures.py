@@ -23,7 +23,7 @@ from domino_prof import __version__
 from domino_prof.analysis import timeline as tl
 from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
 from domino_prof.analysis.document import Analysis
-from domino_prof.analysis.limits import limits
+from domino_prof.analysis.limits import concurrent_text, limits
 from domino_prof.analysis.results import Overheads, Stats, Where
 from domino_prof.rundata import comparison_table, verdict_reason, verdict_text, verdicts
 
@@ -892,9 +892,8 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> 
                      fmt(d["exposed_cost_ms"], ".2f", " ms")])  # fmt: skip
     if d.get("tax_withheld"):  # compute beside compute (the lanes): no part of the step
         rows.append(["overlap tax (not a part: compute ran beside other compute, "
-                     + ", ".join(f"{v:.2f} ms a step in {m}"
-                                 for m, v in d["compute_concurrent_ms"].items() if v is not None)
-                     + "; the residual holds it)", fmt(None, ".2f", " ms")])  # fmt: skip
+                     + concurrent_text(d) + "; the residual holds it)",
+                     fmt(None, ".2f", " ms")])  # fmt: skip
     else:
         rows.append([f"overlap tax (domino's compute − {split_mode}'s, class by class)"
                      if split_mode else "overlap tax (compute slowed under comm)",
