@@ -297,8 +297,9 @@ def limits_text(d: Mapping) -> str:
     if d["overlap_tax_ms"] is None and d.get("tax_withheld"):
         parts.append(
             "overlap tax not measured (compute ran beside other compute of its device: "
-            + concurrent_text(d) + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of kernel times counts "
-            "such time in each kernel, so the classes' difference is no part of the step)")
+            + concurrent_text(d) + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of "
+            "kernel times counts such time in each kernel, so the classes' difference is no "
+            "part of the step)")
     elif d["overlap_tax_ms"] is None:
         parts.append("overlap tax not measured" + (
             " (an analysis without class rows, from before issue 33: "
