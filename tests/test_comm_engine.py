@@ -282,3 +282,19 @@ def test_lane_phase_measures_the_gap_between_the_lanes_calls():
     assert lp.starts(iv).groupby("stream").size().to_dict() == {7: 5, 9: 3}
     assert lp.gaps(iv, frm=0.37) == {(7, 9): [50, 100], (9, 7): [250, 150, 20]}
     assert lp.gaps(iv, frm=0.5) == {(7, 9): [100], (9, 7): [150, 20]}
+
+
+def test_comm_ctas_without_a_curve_is_refused_before_any_mode_runs():
+    """--comm-ctas under --comm emulate needs each needed entry's per-CTA bandwidth curve.
+    The shipped h200-nvlink-tp8 has one for the all-reduce only (published 8-CTA figures),
+    so the all-reduce modes take --comm-ctas 16, and --mode all (sp's all-gathers and
+    reduce-scatters) is refused at validation: before 2026-12-06 it failed only once tp,
+    nocomm, domino and domino-nocomm had run (reports/emulated-h100-2026-12-06c/call1,
+    sm-ctas16-c16)."""
+    em = {"model": "llama3-3b", "tp": 8, "device": "cuda", "comm": "emulate", "comm_ctas": 16}
+    ok = _cfg(**em, modes=("tp", "domino")).validate()
+    assert ok.comm_ctas == 16 and ok.comm_profile == "h200-nvlink-tp8"
+    with pytest.raises(ConfigError, match=r"entry reduce_scatter R=8 bfloat16 has no per-CTA "
+                                          r"bandwidth curve .* --comm-ctas 16"):  # fmt: skip
+        _cfg(**em).validate()  # every mode
+    assert _cfg(**{**em, "comm_ctas": 24}).validate().comm_ctas == 24  # the entries' own CTAs

@@ -188,8 +188,11 @@ def check_profile(cfg: RunConfig) -> str:
     """``--comm emulate``'s profile, checked before any process starts: loaded and
     validated (``emulation.profile``: missing file, invalid JSON, unknown collective,
     bandwidth <= 0, ... one ConfigError line each) and holding an entry for every
-    (collective, R, dtype) the modes issue ("has no entries for R=8"). Returns the
-    shipped name, or the file's absolute path (the ranks' working directory may differ)."""
+    (collective, R, dtype) the modes issue ("has no entries for R=8"), each with the
+    per-CTA bandwidth ``--comm-ctas`` asks of it (a mode that would fail on it once the
+    modes before it had run, e.g. sp's all-gathers under ``--mode all``, fails here
+    instead). Returns the shipped name, or the file's absolute path (the ranks' working
+    directory may differ)."""
     from pathlib import Path
 
     from domino_prof.emulation.profile import SHIPPED, load_profile
@@ -197,7 +200,9 @@ def check_profile(cfg: RunConfig) -> str:
     name = cfg.comm_profile or default_profile(cfg.tp)
     prof = load_profile(name)
     for coll, dtype in needed_collectives(cfg):
-        prof.entry(coll, cfg.tp, dtype)
+        e = prof.entry(coll, cfg.tp, dtype)
+        if cfg.comm_ctas is not None and cfg.comm_engine == "sm":
+            e.with_ctas(cfg.comm_ctas)
     return name if name in SHIPPED else str(Path(name).resolve())
 
 
