@@ -34,7 +34,7 @@ def _segments(schedule: str, splits: int, scope: str = "overlap"):
     inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
     comm = SkipComm(2, 1)
     model = shard_model(cfg, comm, seed=1)
-    rec, got = Recorder(), []
+    rec, got, phases = Recorder(), [], []
     runner = StepRunner(model, comm, schedule=schedule, splits=splits,
                         carveout=Carveout(24, scope, blas=rec))  # fmt: skip
     run = SegmentExecutor.run
@@ -42,11 +42,13 @@ def _segments(schedule: str, splits: int, scope: str = "overlap"):
     def spy(self, key, fn, *a, **k):
         out = run(self, key, fn, *a, **k)
         got.append((key, self.carveout._on))  # set by the segment() call inside run
+        phases.append(self.phase)
         return out
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(SegmentExecutor, "run", spy)
         runner.step(inp, tgt)
+    _segments.phases = phases  # the executor's phase at each segment, for scope fwd's test
     return got, rec.calls
 
 
@@ -74,6 +76,27 @@ def test_domino_takes_it_exactly_beside_a_collective_in_flight():
     assert calls == [None, 24, None, 24, None]
 
 
+@pytest.mark.parametrize("schedule", ["domino", "domino-sp"])
+def test_scope_fwd_is_overlap_in_the_forward_only(schedule):
+    """Scope fwd: on exactly where scope overlap is on and the segment is of the forward.
+    Domino by hand (the 28 segments above): forward = the 2 embeddings, 8 F and 6 head
+    segments; overlap has 10 of them on (all but emb 0/1, F(0,0), H1-H3 of micro-batch
+    1); the backward's 12 are off."""
+    over, _ = _segments(schedule, 2)
+    got, calls = _segments(schedule, 2, scope="fwd")
+    phases = _segments.phases
+    assert [k for k, _ in got] == [k for k, _ in over]
+    assert set(phases) == {"fwd", "bwd"}
+    assert [on for _, on in got] == [o and p == "fwd" for (_, o), p in zip(over, phases)]
+    assert any(o and p == "bwd" for (_, o), p in zip(over, phases))  # overlap had some
+    if schedule == "domino":
+        fwd = [k for k, p in zip(got, phases) if p == "fwd"]
+        assert len(fwd) == 16 and sum(on for _, on in got) == 10
+        assert not any(on for (_, on), p in zip(got, phases) if p == "bwd")
+        # off, on at F(0,1), off at micro-batch 1's head; the backward stays off
+        assert calls == [None, 24, None]
+
+
 def test_scope_all_is_on_for_every_segment():
     got, calls = _segments("tp", 1, scope="all")
     assert all(on for _, on in got) and calls == [24]  # set once, by the first segment
@@ -99,7 +122,7 @@ def test_carveout_of_and_bad_values():
     assert carveout_of(cfg, torch.device("cpu")) is None  # not CUDA: none
     c = carveout_of(cfg, torch.device("cuda"))
     assert (c.sms, c.scope, c.counts) == (8, "overlap", (0, 0))
-    with pytest.raises(ValueError, match="one of overlap, all"):
+    with pytest.raises(ValueError, match="one of overlap, fwd, all"):
         Carveout(8, "gemms")
     with pytest.raises(ValueError, match=">= 0"):
         Carveout(-1)

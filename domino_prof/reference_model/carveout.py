@@ -21,6 +21,12 @@ Scope (``--carveout-scope``):
   never has one in flight, so its GEMMs are untouched, and a GEMM that runs alone keeps
   every SM. The segment is the unit: a segment that starts beside a collective keeps the
   carveout for its later GEMMs too, although the collective may have ended by then.
+* ``fwd``: as ``overlap``, in the forward only (the segments a schedule issues in its
+  forward phase, ``StepBase.at``); the backward's GEMMs keep every SM. Built to test
+  whether domino-sp's compute-bound backward loses more to the narrower GEMMs than its
+  side-stream chain gains; measured (one H100, emulated TP 8, copy engines, 16 SMs,
+  reports/emulated-h100-2026-12-06c): no, domino-sp 78.8-79.2 ms against 76.1 with
+  ``overlap``; domino 83.4-84.2 against 86.0 (and about 82 with no carveout).
 * ``all``: every GEMM of the process, set once before any runner is built.
 
 Under CUDA graphs the carveout of a segment is the one in force when it was captured
@@ -36,7 +42,7 @@ persistent kernels run in clusters, which must fit in one GPC's free SMs (triton
 
 from __future__ import annotations
 
-SCOPES = ("overlap", "all")
+SCOPES = ("overlap", "fwd", "all")
 
 
 class TorchBlas:
@@ -59,9 +65,10 @@ class TorchBlas:
 
 
 class Carveout:
-    """The carveout of one runner: ``segment(in_flight)`` before each segment is issued
-    (eager or captured) turns it on for a segment issued beside a collective, off
-    otherwise (scope ``overlap``); scope ``all`` is on for every segment. The first
+    """The carveout of one runner: ``segment(in_flight, phase)`` before each segment is
+    issued (eager or captured) turns it on for a segment issued beside a collective, off
+    otherwise (scope ``overlap``; ``fwd``: and only in phase "fwd"); scope ``all`` is on
+    for every segment. The first
     segment sets the state explicitly, so a runner starts from its own scope whatever
     the previous mode's runner left.
     ``counts`` = (segments issued with it on, segments issued), for the run's record and
@@ -89,9 +96,13 @@ class Carveout:
             self.blas.set(self.sms if on else None)
             self._on = on
 
-    def segment(self, in_flight: bool) -> None:
-        """A segment is about to be issued; ``in_flight``: a collective runs beside it."""
-        on = True if self.scope == "all" else bool(in_flight)
+    def segment(self, in_flight: bool, phase: str | None = None) -> None:
+        """A segment is about to be issued; ``in_flight``: a collective runs beside it;
+        ``phase``: the schedule's phase it belongs to ("fwd", "bwd"; None: not known)."""
+        if self.scope == "all":
+            on = True
+        else:
+            on = bool(in_flight) and (self.scope == "overlap" or phase == "fwd")
         self.segments += 1
         self.on_segments += on
         self._turn(on)

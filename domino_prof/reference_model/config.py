@@ -482,7 +482,8 @@ class RunConfig:
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
-                                 "async collective is in flight) or all.")  # fmt: skip
+                                 "async collective is in flight), fwd (those of the forward "
+                                 "only) or all.")  # fmt: skip
     modes: tuple[str, ...] = _field(MODES, "--mode", f"{', '.join(MODES)}, or all of them back "
                                     "to back in one process group.", cli_default="all")
     device: str = _field("cpu", "--device", "cuda, cpu, or auto.", cli_default=AUTO)
@@ -661,8 +662,8 @@ class RunConfig:
         if self.sm_carveout is not None and self.sm_carveout < 0:
             raise ConfigError(f"--sm-carveout must be >= 0 SMs, got {self.sm_carveout}")
         if self.carveout_scope not in CARVEOUT_SCOPES:
-            raise ConfigError(f"--carveout-scope must be {' or '.join(CARVEOUT_SCOPES)}, got "
-                              f"{self.carveout_scope!r}")  # fmt: skip
+            raise ConfigError(f"--carveout-scope must be one of {', '.join(CARVEOUT_SCOPES)}, "
+                              f"got {self.carveout_scope!r}")  # fmt: skip
         if self.wgrad_in not in WGRAD_INS:
             raise ConfigError(f"--wgrad-in must be {' or '.join(WGRAD_INS)}, got "
                               f"{self.wgrad_in!r}")  # fmt: skip

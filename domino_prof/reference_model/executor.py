@@ -156,6 +156,9 @@ class SegmentExecutor:
         # --overlap-gemm (overlap_gemm.OverlapGemm): told the same, picks the GEMM kernels
         self.overlap_gemm = overlap_gemm
         self._open: dict = {}
+        # the schedule's phase of the segments issued now ("fwd" / "bwd"; StepBase.at sets
+        # it), for --carveout-scope fwd
+        self.phase: str | None = None
         self.cuda = device.type == "cuda"
         self.graph_inflight = graph_inflight
         self.host_wait_s = 0.0  # time the host spent held back by the in-flight cap
@@ -348,7 +351,7 @@ class SegmentExecutor:
         mode = self.mode
         if mode != "replay":  # a replay's GEMMs are captured
             if self.carveout is not None:
-                self.carveout.segment(bool(self._open))
+                self.carveout.segment(bool(self._open), self.phase)
             if self.overlap_gemm is not None:
                 self.overlap_gemm.segment(bool(self._open))
         if mode == "replay":

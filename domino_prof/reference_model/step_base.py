@@ -79,6 +79,7 @@ class StepBase:
         micro-batch of the phase on lane 0: forward 0, backward n − 1), and the first
         backward block waits for both lanes' forward (the micro-batches change lanes)."""
         rng = self.ex.range(u.range_name(phase, b)) if _profiling() else _NULL
+        self.ex.phase = phase
         if not self.lanes:
             return rng
         if phase != self._phase:
