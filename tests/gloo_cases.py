@@ -88,6 +88,12 @@ SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micr
     ("sp-sizes31", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp"}),
     ("sp-sizes13-graphs", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino-sp",
                            "graphs": True}),  # fmt: skip
+    # domino-sp's weight gradients: joint (the default, above) and one per micro-batch;
+    # joint with three micro-batches in a whole-step graph (sp_step.py)
+    ("sp-sizes31-acc", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp",
+                        "wgrad_in": "accumulate"}),  # fmt: skip
+    ("sp-sizes121-step-graph", {"splits": 3, "split_sizes": (1, 2, 1), "schedule": "domino-sp",
+                                "graphs": True, "graph_scope": "step"}),  # fmt: skip
     # --wgrad-in accumulate: w_in's gradient one GEMM per micro-batch (uneven rows, with
     # the column split, under the CPU emulation of CUDA graphs and of a whole-step graph)
     ("sizes31-acc", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino",

@@ -12,7 +12,8 @@ Counted here in one CPU process at tp 1 (every collective a copy, as in
 benchmarks/bench_schedule.py), the side stream run through ``streams.CountingStreams``:
 
 * aten ops (TorchDispatchMode) of a domino-sp step with n micro-batches
-  ≤ n × those of an sp step (the same segments per micro-batch) + n × PER_MB, and
+  ≤ n × those of an sp step (the same segments per micro-batch) + PER_UNIT_MB_OPS per
+  (unit, micro-batch) (the joint weight gradients' row blocks, sp_step.py), and
   ≤ (1 + DOMINO_SLACK) × those of a domino step with n micro-batches (its extra ops are
   the tp-1 gathers' and scatters' buffer + copy);
 * Python and C calls (``sys.setprofile``) of a domino-sp step ≤ n × sp's
@@ -41,7 +42,12 @@ from domino_prof.reference_model.schedule import StepRunner  # noqa: E402
 from domino_prof.reference_model.streams import CountingStreams  # noqa: E402
 from domino_prof.reference_model.verify import batch  # noqa: E402
 
-PER_MB = 4  # aten ops a domino-sp micro-batch may add over an sp step's share (measured: 0)
+# aten ops a domino-sp (unit, micro-batch) may add over an sp step's share: the views of
+# the joint weight gradients' [ΣT, ·] buffers and the sequence-major dqkv's copy into its
+# block; the n W GEMMs per unit become one (measured 2026-12-06: +15 (2 layers, n 2) and
+# +18 (4 layers, n 3) over n × sp, i.e. 1.5 and 0.7 per (unit, micro-batch); with one W per
+# micro-batch, --wgrad-in accumulate: -5 and -10)
+PER_UNIT_MB_OPS = 3
 DOMINO_SLACK = 0.20  # domino-sp's aten ops over domino's (measured: +8-12%)
 PER_UNIT_MB_CALLS = 40  # measured 32: 5 events recorded, 5 waits, 4 switches, held tuples
 SWITCHES = 4  # per (unit, micro-batch): forward chain in + out, backward chain in + out
@@ -102,9 +108,9 @@ def test_domino_sp_host_cost_is_n_sp_steps(layers, n):
     d_ops, _ = _step_cost(_runner(cfg, "domino", n)[0], inp, tgt)
     r, streams = _runner(cfg, "domino-sp", n, counting=True)
     ds_ops, ds_calls = _step_cost(r, inp, tgt)
-    assert ds_ops <= n * sp_ops + n * PER_MB, (ds_ops, sp_ops)
-    assert ds_ops <= (1 + DOMINO_SLACK) * d_ops, (ds_ops, d_ops)
     units = 2 * layers + 1  # attn and mlp of every layer, the head
+    assert ds_ops <= n * sp_ops + n * units * PER_UNIT_MB_OPS, (ds_ops, sp_ops)
+    assert ds_ops <= (1 + DOMINO_SLACK) * d_ops, (ds_ops, d_ops)
     assert ds_calls <= n * sp_calls + n * units * PER_UNIT_MB_CALLS, (ds_calls, sp_calls)
 
     # side-stream calls of one steady-state step

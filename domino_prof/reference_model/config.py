@@ -449,10 +449,14 @@ class RunConfig:
     # joint stays the default: measured on one H200 (reports/emulated-h200-2026-12-06),
     # accumulate cuts the copies (split 7.47 -> 6.37 ms) but not domino's step (0.801 ->
     # 0.796 of nocomm; the copies sit in the forward, whose all-reduces set its time)
-    wgrad_in: str = _field("joint", "--wgrad-in", "Micro-batched all-reduce schedules: the "
-                           "column-parallel weights' gradients as one GEMM over every "
-                           "micro-batch (joint: their norm outputs copied into one buffer) or "
-                           "one GEMM per micro-batch (accumulate: no copy).")  # fmt: skip
+    # domino-sp: every weight gradient joint (sp_step.py) or one per micro-batch; joint is
+    # the default by measurement (reports/emulated-h100-2026-12-06c: 75.70 against 75.90 ms
+    # at the headline, copy engines; tp 1 domino-sp / tp graphs 1.037 against 1.078)
+    wgrad_in: str = _field("joint", "--wgrad-in", "Micro-batched schedules: domino's "
+                           "column-parallel weights' gradients (domino-sp's every weight "
+                           "gradient) as one GEMM over every micro-batch (joint: domino copies "
+                           "their norm outputs into one buffer) or one GEMM per micro-batch "
+                           "(accumulate: no copy).")  # fmt: skip
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a

@@ -336,13 +336,15 @@ class SegmentExecutor:
         return c
 
     def run(
-        self, key: Key, fn, *args, keep: int = 1, side: bool = False, pre: Deferred | None = None
+        self, key: Key, fn, *args, keep: int = 1, side: bool = False, pre: Deferred | None = None,
+        compiled: bool = True,
     ):
         """Run segment ``fn(*args)`` eagerly, or capture / replay it as a graph. The
         first ``keep`` outputs are *kept* (returned in replay mode too); the rest are
         returned only while capturing (replay: None) and may only be passed on to
         other segments. ``pre``: a deferred segment run first, in the same graph.
-        ``side``: run on the side stream."""
+        ``side``: run on the side stream. ``compiled=False``: never ``torch.compile``d
+        (a weight gradient run as a segment of its own, as a ``Deferred`` is)."""
         if self.events is not None:
             if pre is not None:
                 self.events.append(("run", pre.key))
@@ -360,7 +362,7 @@ class SegmentExecutor:
                 self._throttle()
                 g.replay()
             return kept
-        f = self._fn(fn)
+        f = self._fn(fn) if compiled else fn
         if self.lanes is not None:  # held until the lanes join
             self._held.append(args)
             if pre is not None:

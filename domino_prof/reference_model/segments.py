@@ -91,10 +91,16 @@ def seg_norm(h, y, w_norm, eps: float):
     return n, h, rstd
 
 
-def seg_core_fwd(kind: str, n, w_in, w_out, rope, b: int, dims: U.Dims):
-    """SP forward core on the gathered sequence. Returns (a, *core_saved)."""
-    a, saved, _ = LAYER_KINDS[kind].core_fwd(n, w_in, w_out, rope, b, dims)
-    return (a,) + saved
+def seg_core_fwd(kind: str, n, w_in, w_out, rope, b: int, dims: U.Dims, rows=None,
+                 x_all=None):  # fmt: skip
+    """SP forward core on the gathered sequence. ``rows`` (see _mb_slot): w_out's input
+    kept in micro-batch b's rows of ``x_all``, the unit's [ΣT, x_width] buffer (None
+    for the micro-batch that comes first: allocated here). Returns (a, x_all,
+    *core_saved) (``x_all`` None without ``rows``)."""
+    K = LAYER_KINDS[kind]
+    x_all, x_slot = _mb_slot(n, rows, x_all, K.x_width(dims))
+    a, saved, _ = K.core_fwd(n, w_in, w_out, rope, b, dims, x_out=x_slot)
+    return (a, x_all) + saved
 
 
 def seg_norm_bwd(g, dn, h, rstd, w_norm, w_norm_grad, first: bool):
@@ -145,9 +151,16 @@ def seg_wgrad_all(kind: str, g_all, dy_all, x_all, n_all, w_in_grad, w_out_grad)
     return ()
 
 
-def seg_core_dgrad(kind: str, g, saved, w_in, w_out, rope_conj, b: int, dims: U.Dims):
-    """SP backward core on the gathered output gradient ``g``. Returns (dn, *wgrad_inputs)."""
-    return tuple(LAYER_KINDS[kind].core_dgrad(g, saved, w_in, w_out, rope_conj, b, dims))
+def seg_core_dgrad(kind: str, g, saved, w_in, w_out, rope_conj, b: int, dims: U.Dims,
+                   rows=None, dy_all=None):  # fmt: skip
+    """SP backward core on the gathered output gradient ``g``. ``rows``: the gradient at
+    w_in's output kept in micro-batch b's rows of ``dy_all``, the unit's [ΣT, dy_width]
+    buffer (None for the micro-batch that comes first). Returns (dn, dy_all,
+    *wgrad_inputs) (``dy_all`` None without ``rows``)."""
+    K = LAYER_KINDS[kind]
+    dy_all, dy_slot = _mb_slot(g, rows, dy_all, K.dy_width(dims))
+    dn, *wgi = K.core_dgrad(g, saved, w_in, w_out, rope_conj, b, dims, dy_out=dy_slot)
+    return (dn, dy_all, *wgi)
 
 
 def seg_wgrad(kind: str, g, wg, n, w_in_grad, w_out_grad, first: bool):

@@ -14,7 +14,8 @@ on the gathered sequence. A unit is
   reduce-scatter of the core's partial sums; ``head_forward(b)``.
 * backward: ``head_dgrad(b)`` / ``core_dgrad(u, b)`` (waits for the all-gathered output
   gradient, runs the deferred weight gradient of the micro-batch before, then u's core
-  backward; its own weight gradient is deferred into the next segment), then
+  backward; its own weight gradient is deferred into the next segment; with several
+  micro-batches see "Joint weight gradients" below), then
   ``scatter_bwd(u, b)`` (reduce-scatter of dn) and ``norm_bwd(u, b)`` = the chain back:
   wait for that reduce-scatter, u's norm backward + residual on the shard, launch the
   all-gathers of that gradient and of unit u−1's saved norm output (the weight gradient's
@@ -23,6 +24,19 @@ on the gathered sequence. A unit is
 On CUDA with a side stream (domino-sp) the chains run on it, so neither stream waits
 for the other's compute; on CPU they run inline. Norm weights see only this rank's
 rows: :meth:`finish` sums their gradients over ranks.
+
+**Joint weight gradients** (several micro-batches, ``--wgrad-in joint``, the default):
+as in the all-reduce schedules (segments._mb_slot), a unit's weight gradients W(u) are
+one GEMM each over every micro-batch's rows, not one per micro-batch that each re-read
+and re-write the weight-sized gradient at half the rows. What they read sits in [ΣT, ·]
+buffers, micro-batch b's rows one block: w_out's input x (the core forward writes it
+there), the gradient dy at w_in's output (the core backward), and the all-gathered
+output gradient g and norm output n (the chain's all-gathers write into the block). W(u)
+runs once the last micro-batch's D(u, ·) is done, as a segment of its own issued before
+the next D waits for its all-gathered gradient, so it runs while that chain's
+collectives do. ``--wgrad-in accumulate`` keeps one W per micro-batch, deferred into the
+next segment (the schedule before 2026-12-06). The head's weight gradient stays one per
+micro-batch. Measured: reports/emulated-h100-2026-12-06c.
 """
 
 from __future__ import annotations
@@ -67,9 +81,27 @@ class ShardedStep(StepBase):
         self.gag: list = [None] * n  # b -> (g gathered, its all-gather, n gathered, its all-gather)
         self.rs: list = [None] * n  # b -> (dn shard, reduce-scatter) for the next chain
         self.pre_wait: Pending | None = None  # the all-gather the deferred wgrad reads
+        # joint weight gradients (module doc): unit -> its [ΣT, ·] buffers x, dy, g, n
+        self.joint = n > 1 and runner.wgrad_in == "joint"
+        self.x_all: dict[int, torch.Tensor] = {}
+        self.dy_all: dict[int, torch.Tensor] = {}
+        self.wn_all: dict[int, list[Pending]] = {}  # unit -> the all-gathers of its n
+        self.wn_pending: list[Pending] | None = None  # those the pending W(u) reads
+        self.jbuf: dict[tuple[str, int], torch.Tensor] = {}  # (name, unit) -> [ΣT, d]
 
     def _buf(self, name: str, u: Unit, b: int, rows: int, side: bool = False) -> torch.Tensor:
         return self.ex.buffer((name, u.index, b), (rows, self.d), self.dt, self.dev, side)
+
+    def _joint_buf(self, name: str, i: int, b: int) -> torch.Tensor:
+        """Micro-batch b's rows of unit i's [ΣT, d] buffer ``name`` (joint weight
+        gradients), which the micro-batch that comes first allocates (on the side stream:
+        the chain's all-gathers write it)."""
+        off, total = self.rows[b]
+        buf = self.jbuf.get((name, i))
+        if buf is None:
+            buf = self.jbuf[name, i] = self.ex.buffer((name, i, -1), (total, self.d), self.dt,
+                                                      self.dev, side=True)  # fmt: skip
+        return buf[off : off + self.T[b]]
 
     # -- forward -------------------------------------------------------------------------
     def embed(self, b: int) -> None:
@@ -99,10 +131,13 @@ class ShardedStep(StepBase):
         n_full, p = self.ag[b]
         self.ex.wait(p)
         _, w_in, w_out = u.weights
-        a, *core = self.ex.run(
+        rows = self.rows[b] if self.joint else None
+        a, x_all, *core = self.ex.run(
             ("C", u.index, b), S.seg_core_fwd, u.kind, n_full, w_in, w_out, self.rope,
-            self.b_mb[b], self.dims,
+            self.b_mb[b], self.dims, rows, self.x_all.get(u.index),
         )  # fmt: skip
+        if self.joint and u.index not in self.x_all:
+            self.x_all[u.index] = x_all
         self.acts[u.index, b].core = tuple(core)
         self.a[b] = a
 
@@ -130,20 +165,55 @@ class ShardedStep(StepBase):
 
     def core_dgrad(self, u: Layer, b: int) -> None:
         g_full, wg, n_full, wn = self.gag[b]
+        if self.joint:
+            self._run_pre()
         self.ex.wait(wg)
         self.ex.wait(self.pre_wait)  # the deferred weight gradient's gathered input
         _, w_in, w_out = u.weights
         acts = self.acts[u.index, b]
-        dn, *wgi = self.ex.run(
+        rows = self.rows[b] if self.joint else None
+        dn, dy_all, *wgi = self.ex.run(
             ("D", u.index, b), S.seg_core_dgrad, u.kind, g_full, acts.core, w_in, w_out,
-            self.rope_conj, self.b_mb[b], self.dims, pre=self._take_pre(),
+            self.rope_conj, self.b_mb[b], self.dims, rows, self.dy_all.get(u.index),
+            pre=self._take_pre(),
         )  # fmt: skip
         acts.core = None
+        self.a[b] = dn
+        if self.joint:  # W(u) once the last micro-batch's D(u, ·) is done (module doc)
+            self.dy_all.setdefault(u.index, dy_all)
+            if b == 0:
+                self._joint_wgrad(u)
+            return
         first = self._first(("w", u.index))
         args = (u.kind, g_full, tuple(wgi), n_full, w_in.grad, w_out.grad, first)
         self.pre = Deferred(("W", u.index, b), S.seg_wgrad, args)
         self.pre_wait = wn
-        self.a[b] = dn
+
+    def _joint_wgrad(self, u: Layer) -> None:
+        """W(u) over every micro-batch's rows, pending until :meth:`_run_pre`."""
+        i = u.index
+        _, w_in, w_out = u.weights
+        g_all = self.jbuf.pop(("gagW", i))
+        n_all = self.jbuf.pop(("nagW", i))
+        wg = (self.dy_all.pop(i), self.x_all.pop(i))
+        args = (u.kind, g_all, wg, n_all, w_in.grad, w_out.grad, self._first(("w", i)))
+        self.pre = Deferred(("W", i, -1), S.seg_wgrad, args)
+        self.pre_wait = None
+        self.wn_pending = self.wn_all.pop(i)
+
+    def _run_pre(self) -> None:
+        """The pending weight gradient as a segment of its own, now (joint weight
+        gradients: before the next wait for an all-gathered gradient, which it does not
+        read), after the all-gathers of the norm outputs it reads."""
+        if self.pre is None:
+            return
+        for p in self.wn_pending or ():
+            self.ex.wait(p)
+        self.wn_pending = None
+        self.ex.wait(self.pre_wait)
+        self.pre_wait = None
+        pre, self.pre = self.pre, None
+        self.ex.run(pre.key, pre.fn, *pre.args, keep=0, compiled=False)
 
     def scatter_bwd(self, u: Unit, b: int, *, async_op: bool) -> None:
         """Reduce-scatter of dn (d loss / d u's norm output, partial over ranks)."""
@@ -165,20 +235,32 @@ class ShardedStep(StepBase):
                 ("B", u.index, b), S.seg_norm_bwd, self.g_s[b], dn_s, acts.h, acts.rstd,
                 w_norm, w_norm.grad, self._first(("norm", u.index)), side=True,
             )  # fmt: skip
-            g_full = self._buf("gag", u, b, self.T[b], side=True)
+            below = u.index - 1  # the unit whose output gradient and W input these are
+            if self.joint and below >= 0:
+                g_full = self._joint_buf("gagW", below, b)
+            else:
+                g_full = self._buf("gag", u, b, self.T[b], side=True)
             wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
                            side=True, ordered=True)  # fmt: skip
             n_full = wn = None
             if u.index > 0:  # unit u-1's norm output, the input of its weight gradient
-                n_full = self._buf("nag", u, b, self.T[b], side=True)
+                if self.joint:
+                    n_full = self._joint_buf("nagW", below, b)
+                else:
+                    n_full = self._buf("nag", u, b, self.T[b], side=True)
                 wn = ex.launch(("nag", u.index, b), "all_gather", n_full,
                                self.acts[u.index - 1, b].n, async_op=async_op, side=True,
                                ordered=True)  # fmt: skip
+                if self.joint:
+                    self.wn_all.setdefault(below, []).append(wn)
+                    wn = None  # waited for by the joint W(u − 1), not by the next D
         self.g_s[b] = g_s
         self.gag[b] = (g_full, wg, n_full, wn)
 
     def embed_bwd(self, b: int) -> None:
         g_full, wg, _, _ = self.gag[b]
+        if self.joint:
+            self._run_pre()
         self.ex.wait(wg)
         self.ex.wait(self.pre_wait)
         self.pre_wait = None

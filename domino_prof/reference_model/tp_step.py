@@ -279,7 +279,7 @@ class AllReduceStep(StepBase):
             self.pre = w
             return
         with self.at("bwd", u, 0):  # micro-batch 0's lane: after its dgrad of u
-            self.ex.run(w.key, w.fn, *w.args, keep=0)
+            self.ex.run(w.key, w.fn, *w.args, keep=0, compiled=False)
 
     def embed_bwd(self, b: int) -> None:
         """Unit 0's norm backward + residual, then the embedding's gradient rows (lanes:
