@@ -12,9 +12,10 @@ sibling, both ready at once), ``pair_free`` (the same on two comms with no share
 before it on its stream). Prints PASS when pair_link and staggered each lie between
 one + model and 2 one, 5 % either side (``link_holds``): the link gives each call a slot of
 its modelled time (``EmulatedComm.expected_ns``), so the second call starts at least a
-model after the first; a stand-in that runs over its model (a GPU slower than the
-profile's: on an H100 the sm stand-in took 1.12 and the copies 1.33 of the model) ends
-later, up to fully one after the other. pair_free / one shows what the link changes: near
+model after the first; a call that runs over its model (issued eagerly, the host's
+issue time: on an H100 the sm stand-in took 1.12 and the copies 1.33 of the model here,
+and 1.02 and 1.01 inside a CUDA graph, benchmarks/probe_call_graph.py) ends later, up to
+fully one after the other. pair_free / one shows what the link changes: near
 1 for sm; near 2 for ce, whose copies share the device's copy engines with or without it. Per engine: ``ce`` (copies; the link taken in the call's
 start) and ``sm`` (the paced stand-in kernel; the link taken by a gate kernel before it).
 Needs CUDA (the stand-in's kernels); the default size is
