@@ -481,6 +481,17 @@ RUNS_06C_MBS4 = [f"{_H100_06B}/{d}/run.json" for d in (
 RUNS_06C_EAGER = [f"{_H100_06B}/{d}/run.json" for d in (
     "call3/eager-sm", "call4/eager-sm-r2", "call4/eager-sm-lanes", "call3/eager-sm-lock",
     "call4/eager-sm-lock-r2")]
+# 2026-12-06, a fourth lease (one H100), five calls: domino-sp with the carve-out, the comm
+# stream's priority and its weight gradients joint (sp_step.py; calls 1-2, not listed here,
+# ran domino-sp with one weight gradient per micro-batch before that change: the directory's
+# README has them); tp at its own best is call5/sm-default's
+_H100_06C = "reports/emulated-h100-2026-12-06c"
+RUNS_06D_SP = [f"{_H100_06C}/{d}/run.json" for d in (
+    "call5/sm-default", "call5/ce-c12-hp-joint-r2", "call5/ce-c12-hp-joint-r3",
+    "call5/sm-c12-hp-joint", "call4/ce-c12-hp-joint", "call4/ce-c16-hp-joint-r2",
+    "call4/ce-c16-hp-joint-r3", "call4/ce-c16-hp-joint-r4", "call4/ce-c20-hp-joint",
+    "call3/ce-c16-hp-joint", "call3/ce-c16-hp-acc", "call3/sm-c16-joint", "call3/sm-c16-acc")]
+RUNS_06D_8B = [f"{_H100_06C}/call3/8b-ce-c16-hp-joint/run.json"]
 _SP_RATIOS = ("domino/tp", "domino/nocomm", "domino-sp/tp", "domino-sp/sp", "domino-sp/nocomm")
 _ALL_MODES = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp"]
 
@@ -741,6 +752,53 @@ SECTIONS: list[dict] = [
                 "copy-engine stand-in's host time per call from 252 to 150 us "
                 "(benchmarks/probe_ce_copier.py, same lease: probes.log) and eager ce domino "
                 "still runs at 0.52 of nocomm. CUDA graphs are the way at this shard size.",
+    },
+    {
+        "title": "Domino over sequence parallelism at 0.88 of nocomm, 1.38x tp (emulated comm, "
+                 "H100)",
+        "where": "one H100 (nvidia-h100-x1), 2026-12-06 08:22-08:50 UTC, one session's five "
+                 "calls (calls 3-5 here); llama3-3b (28 layers), seq 4096, mbs 2, TP 8, "
+                 "`--cuda-graphs`, 16 timed steps, each row run once",
+        "render": run_rows,
+        "args": {"runs": RUNS_06D_SP, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "domino-sp with the copy-engine stand-in, `--sm-carveout 12` and "
+                "`--high-priority-comm`: 74.09 and 74.05 ms, 0.879 of nocomm, **1.376x tp at "
+                "its own best** (the SM stand-in's tp, 101.96 ms, the first row: same call) "
+                "and 1.33x sp at its best (98.6 ms); 74.11 in the call before. With "
+                "`--sm-carveout 16`: 74.77-75.70 ms in four runs (0.868-0.873). The weight "
+                "gradients of domino-sp are one GEMM over both micro-batches since this "
+                "lease (sp_step.py): 75.70 against 75.90 ms with one per micro-batch "
+                "(`--wgrad-in accumulate`, same call; SM stand-in 81.56 against 82.19); "
+                "domino-sp rows of the sections below ran one per micro-batch. With run's "
+                "default engine (the SM stand-in, NCCL's kernels) domino-sp reaches 0.814 "
+                "(c12, high-priority comm): the stand-in's 24 CTAs slow the compute beside "
+                "it. The carve-out costs domino (all-reduce) and helps domino-sp, whose "
+                "backward chain (reduce-scatter, norm backward, all-gathers) needs free SMs "
+                "(`--carveout-scope fwd`, new: domino-sp 78.8-79.2 against 76.1; "
+                "reports/emulated-h100-2026-12-06c/README.md). Every knob stays off by "
+                "default.",
+    },
+    {
+        "title": "llama3-8b: domino-sp at 0.99 of nocomm (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above (call 3); llama3-8b (32 layers), seq "
+                 "4096, mbs 2, TP 8, `--cuda-graphs`",
+        "render": run_rows,
+        "args": {"runs": RUNS_06D_8B, "modes": _ALL_MODES, "ratios": _SP_RATIOS},
+        "text": "Sequence parallelism does less compute than nocomm (tp without comm: the "
+                "norms and residuals run on the full sequence there), so domino-sp can near "
+                "or pass nocomm: 127.5 ms against 125.8, 1.384x this run's tp (copy "
+                "engines). No SM-stand-in tp ran for llama3-8b in this lease.",
+    },
+    {
+        "title": "domino-sp's weight gradients, joint or one per micro-batch: one H100, tp 1, "
+                 "2026-12-06",
+        "where": "one H100, torch 2.11, bf16, llama3-3b (28 layers), seq 1024, mbs 2; eager "
+                 "and one graph per step; the lease above, call 3",
+        "render": bench_schedule,
+        "args": {"file": f"{_H100_06C}/call3/bench/joint.json"},
+        "text": "domino-sp graphs 87.20 ms against tp graphs 84.10 (1.037) with the joint "
+                "weight gradients; with one per micro-batch (call3/bench/acc.json, same "
+                "call) 90.26 against 83.76 (1.078). tp eager / plain 0.987.",
     },
     {
         "title": "The lanes' lock, `DOMINO_PROF_LANE_LOCK=dgrad` (emulated comm, H100)",
