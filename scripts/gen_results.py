@@ -296,7 +296,8 @@ _TUNE_EXTRAS = (("--high-priority-comm", False), ("--carveout-scope", True), ("-
 
 def tune_rows(*, runs: str | list[str]) -> list[str]:
     """`domino-prof tune`'s tune.json files: one row per candidate, its model, layers and
-    mbs, the settings, domino's timed step, domino / nocomm, domino / domino-nocomm and
+    mbs, the settings (prefixed by the schedule tuned where it is not domino: its figures
+    stand in the domino columns), domino's timed step, domino / nocomm, domino / domino-nocomm and
     domino / best tp (tp at its own best settings in that sweep, at the candidate's mbs:
     ``best_tp_ms``; a sweep from before that field has one mbs, its ``best_tp``)."""
     rows = []
@@ -311,11 +312,15 @@ def tune_rows(*, runs: str | list[str]) -> list[str]:
                         + (f" {base[i + 1]}" if arg else "")
                         for i, flag in enumerate(base)
                         for name, arg in _TUNE_EXTRAS if flag == name)  # fmt: skip
+        # `tune --schedule domino-sp`: the "domino" figures are that schedule's
+        sched = doc.get("schedule", "domino")
+        pre = "" if sched == "domino" else f"**{sched}**: "
         for c in sorted(doc.get("candidates") or [], key=lambda c: c.get("rank") or 99):
             if c.get("status") != "ok":
                 continue
             rows.append([f"{model.get('name')} ({model.get('n_layers')})", str(cfg.get("mbs")),
-                         c["settings_text"] + extra, label, _f(c.get("domino_step_ms"), ".1f"),
+                         pre + c["settings_text"] + extra, label,
+                         _f(c.get("domino_step_ms"), ".1f"),
                          _f(c.get("frac_of_nocomm"), ".3f"), _f(c.get("of_domino_nocomm"), ".3f"),
                          _f(c.get("vs_best_tp"), ".3f"), _f(c.get("best_tp_ms", best), ".1f"),
                          _link(p.parent)])  # fmt: skip
@@ -799,6 +804,19 @@ SECTIONS: list[dict] = [
         "text": "domino-sp graphs 87.20 ms against tp graphs 84.10 (1.037) with the joint "
                 "weight gradients; with one per micro-batch (call3/bench/acc.json, same "
                 "call) 90.26 against 83.76 (1.078). tp eager / plain 0.987.",
+    },
+    {
+        "title": "`domino-prof tune --schedule domino-sp` (emulated comm, H100)",
+        "where": "one H100, 2026-12-06, the lease above (call 6); llama3-3b (28 layers), seq "
+                 "4096, mbs 2, TP 8, `--high-priority-comm` for every run, 40 timed steps a "
+                 "mode",
+        "render": tune_rows,
+        "args": {"runs": [f"{_H100_06C}/call6/tune/tune.json"]},
+        "text": "The sweep picks the setting the lease found by hand: domino-sp with the copy "
+                "engines and 12 SMs carved out, 73.6 ms, 0.876 of nocomm [0.874, 0.877], "
+                "1.374x tp at its best in the sweep (the SM stand-in's, 101.2 ms). With run's "
+                "default engine the best is 0.820 (no carve-out). The winner's `run` line is "
+                "in tune.json (`winner`).",
     },
     {
         "title": "The lanes' lock, `DOMINO_PROF_LANE_LOCK=dgrad` (emulated comm, H100)",

@@ -306,3 +306,50 @@ def test_mb_streams_is_a_candidate_knob_not_tps():
     assert "--mb-streams 2 takes 2 micro-batches, got --splits 4" in why
     with pytest.raises(T.ConfigError, match="--mb-streams must be 1 or 2, got 3"):
         T._plan(candidates(parse_grid(["mb_streams=3"])), base, "cuda", RunConfig)
+
+
+def test_schedule_domino_sp_tunes_domino_over_sequence_parallelism(tmp_path):
+    """--schedule domino-sp: each candidate runs domino-sp and nocomm (tp rides in the
+    first); the figures are domino-sp's, recomputed from the run.json files, there is no
+    domino-nocomm column, and the winner's line runs --mode domino-sp. wgrad_in is one of
+    its knobs (its weight gradients joint or one per micro-batch); a domino-only knob
+    refused in every candidate is the grid's one line."""
+    out = tmp_path / "tune"
+    r = CliRunner(env={"COLUMNS": "250"}).invoke(  # the table's headers on one line
+        app, ["tune", *QUICK, "--mbs", "2", "--schedule", "domino-sp", "--grid",
+              "wgrad_in=joint,accumulate", "--out", str(out)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["schedule"] == "domino-sp" and doc["modes"] == ["nocomm", "domino-sp"]
+    names = [c["name"] for c in doc["candidates"]]
+    runs = {n: json.loads((out / n / "run.json").read_text()) for n in names}
+    assert list(runs[names[0]]["modes"]) == ["tp", "nocomm", "domino-sp"]
+    assert list(runs[names[1]]["modes"]) == ["nocomm", "domino-sp"]
+    assert [runs[n]["config"]["wgrad_in"] for n in names] == ["joint", "accumulate"]
+    tp_step = statistics.median(_medians(runs[names[0]], "tp"))
+    for c in doc["candidates"]:
+        ds, noc = _medians(runs[c["name"]], "domino-sp"), _medians(runs[c["name"]], "nocomm")
+        step = statistics.median(ds)
+        assert c["status"] == "ok"
+        assert c["domino_step_ms"] == pytest.approx(step, rel=1e-12)
+        assert c["frac_of_nocomm"] == pytest.approx(
+            statistics.median([n / d for n, d in zip(noc, ds)]), rel=1e-12)
+        assert c["of_domino_nocomm"] is None and c["limits"] is None
+        assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
+    win = doc["candidates"][names.index(doc["ranked"][0])]
+    assert doc["winner"]["command"].endswith(
+        f" --splits 2 --wgrad-in {win['settings']['wgrad_in']} --mode domino-sp")
+    head = next(ln for ln in r.stdout.splitlines() if "settings" in ln)
+    assert "domino-sp ms" in head and "domino-sp / nocomm" in head
+    assert "domino-nocomm" not in head
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith("│")]) == 2
+    r = CliRunner().invoke(app, ["tune", *QUICK, "--mbs", "2", "--schedule", "domino-sp",
+                                 "--grid", "col_splits=1,2", "--out", str(tmp_path / "t2")])  # fmt: skip
+    assert r.exit_code == 2
+    assert "--col-splits 2 applies to the modes of the domino schedule" in r.output
+
+
+def test_an_unknown_schedule_is_one_line(tmp_path):
+    r = CliRunner().invoke(app, ["tune", *QUICK, "--schedule", "sp", "--out", str(tmp_path / "t")])
+    assert r.exit_code != 0
+    assert "--schedule must be one of domino, domino-sp, got 'sp'" in r.output

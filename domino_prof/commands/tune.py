@@ -22,6 +22,14 @@ riding in the first candidate run that has those settings) and the fastest *of t
 candidate's mbs* is the reference (the same tokens per step), never a tp slowed by the
 candidate's knob.
 
+``--schedule domino-sp`` tunes Domino over sequence parallelism instead: each candidate
+runs domino-sp and nocomm (no domino-sp-nocomm mode exists, so no split column), and
+"domino" below reads domino-sp (tune.json's ``schedule`` says which; its
+``domino_step_ms`` is that schedule's step). Its knobs are the same keys (``col_splits``
+and ``mb_streams`` apply to domino only: those candidates are skipped); measured on one
+H100 (emulated TP 8, reports/emulated-h100-2026-12-06c) it is the schedule nearest the
+bound, with ``--sm-carveout`` and ``--high-priority-comm``.
+
 The ranking key is domino / nocomm: nocomm's timed step over domino's (the fraction of
 the no-comm bound, paired by block inside the candidate's run, with its 95% interval).
 domino / best tp is best tp's step over domino's, from two runs: unpaired, no interval.
@@ -254,10 +262,14 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
     return list(out)
 
 
-def tune_modes() -> tuple[str, ...]:
-    """A candidate's modes: domino, nocomm and domino-nocomm when registered (in the
-    registry's order, as `run --mode all`)."""
-    return tuple(n for n in _modes.names() if n in ("domino", "nocomm", "domino-nocomm"))
+# the schedules tune sweeps (--schedule) and the modes a candidate runs for each
+SCHEDULES = {"domino": ("domino", "nocomm", "domino-nocomm"), "domino-sp": ("nocomm", "domino-sp")}
+
+
+def tune_modes(schedule: str = "domino") -> tuple[str, ...]:
+    """A candidate's modes: the tuned schedule, nocomm and (domino) domino-nocomm when
+    registered (in the registry's order, as `run --mode all`)."""
+    return tuple(n for n in _modes.names() if n in SCHEDULES[schedule])
 
 
 # --- a candidate's numbers, from its run.json -------------------------------------------------
@@ -271,13 +283,15 @@ LIMIT_KEYS = ("gap_ms", "split_ms", "exposed_comm_ms", "exposed_cost_ms", "overl
               "tax_withheld", "host_ms", "residual_ms", "rest_ms")
 
 
-def candidate_numbers(run: dict) -> dict:
-    """What tune reads from a candidate's run.json: domino's timed step and interval,
-    domino / nocomm (``comparison``'s ``frac_of_nocomm`` and interval), domino /
-    domino-nocomm (paired blocks) and the limits decomposition."""
-    m = (run.get("modes") or {}).get("domino") or {}
-    row = _row(run, "domino")
-    dn = mode_ratio(run.get("modes") or {}, "domino", "domino-nocomm")
+def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
+    """What tune reads from a candidate's run.json: the tuned schedule's (``schedule``)
+    timed step and interval, its fraction of nocomm (``comparison``'s ``frac_of_nocomm``
+    and interval), domino / domino-nocomm (paired blocks; domino only) and the limits
+    decomposition (run.json's, of domino: none for domino-sp)."""
+    m = (run.get("modes") or {}).get(schedule) or {}
+    row = _row(run, schedule)
+    dn = (mode_ratio(run.get("modes") or {}, "domino", "domino-nocomm")
+          if schedule == "domino" else None)  # fmt: skip
     lim = run.get("limits")
     return {
         "domino_step_ms": m.get("step_ms"),
@@ -346,21 +360,23 @@ def _limits_text(lim: dict | None) -> str:
     return ", ".join(parts)
 
 
-def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str):
+def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str,
+               schedule: str = "domino"):  # fmt: skip
     from rich.table import Table
 
+    d = schedule
     dn = any(c.get("of_domino_nocomm") is not None for c in ranked)
     by_mbs = any((c.get("settings") or {}).get("mbs") is not None for c in ranked)
     t = Table(title=title, caption=(
-        "domino / nocomm: nocomm's timed step over domino's (the ranking key, 95% interval "
-        "over paired blocks); domino / best tp: "
-        + ("the fastest tp of the candidate's mbs over domino's, two runs, no interval"
+        f"{d} / nocomm: nocomm's timed step over {d}'s (the ranking key, 95% interval "
+        f"over paired blocks); {d} / best tp: "
+        + (f"the fastest tp of the candidate's mbs over {d}'s, two runs, no interval"
            if by_mbs else
            f"tp's best ({best_tp['settings_text']}, {best_tp['step_ms']:.2f} ms) over "
-           "domino's, two runs, no interval" if best_tp else "no tp timed")
+           f"{d}'s, two runs, no interval" if best_tp else "no tp timed")
         + "; limits: ms per profiled step"))  # fmt: skip
-    for h in ["#", "settings", "domino ms", "domino / nocomm", *(["domino / domino-nocomm"] if dn
-              else []), "domino / best tp", "limits (ms)"]:  # fmt: skip
+    for h in ["#", "settings", f"{d} ms", f"{d} / nocomm", *(["domino / domino-nocomm"] if dn
+              else []), f"{d} / best tp", "limits (ms)"]:  # fmt: skip
         t.add_column(h, justify="left" if h in ("settings", "limits (ms)") else "right",
                      no_wrap=h == "settings")
     for c in ranked[:top]:
@@ -376,10 +392,10 @@ def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str
     return t
 
 
-def run_command(base_flags: list[str], s: Settings) -> str:
+def run_command(base_flags: list[str], s: Settings, schedule: str = "domino") -> str:
     """The candidate's `run` line: the sweep's flags less those the candidate sets itself
     (its --mbs, its --sm-carveout: each flag once, with the candidate's value), then its
-    own."""
+    own, then ``--mode`` the tuned schedule."""
     own = {f for f in s.flags() if f.startswith("--")}
     base, i = [], 0
     while i < len(base_flags):
@@ -388,7 +404,7 @@ def run_command(base_flags: list[str], s: Settings) -> str:
         if flag not in own:
             base += base_flags[i:i + n]
         i += n
-    return shlex.join(["domino-prof", "run", *base, *s.flags(), "--mode", "domino"])
+    return shlex.join(["domino-prof", "run", *base, *s.flags(), "--mode", schedule])
 
 
 # the flags of Settings.flags() that take a value
@@ -407,6 +423,9 @@ def register(app: typer.Typer) -> None:
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
             "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2). A key not given keeps run's default.")),  # fmt: skip
+        schedule: str = typer.Option("domino", "--schedule", help=(
+            "The schedule tuned: domino (all-reduce TP) or domino-sp (over sequence "
+            "parallelism); each candidate runs it and nocomm.")),  # fmt: skip
         tp: int = _opt("tp"),
         seq: int = _opt("seq"),
         model: str = _opt("model"),
@@ -444,7 +463,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Sweep Domino's knobs; rank them by domino / nocomm.
 
-        Each candidate is a `run` of domino + nocomm (+ domino-nocomm) under OUT; tp is
+        Each candidate is a `run` of domino + nocomm (+ domino-nocomm) under OUT (with
+        --schedule domino-sp: domino-sp + nocomm); tp is
         timed at each of its own settings and its best is the reference. Prints the best
         few, writes OUT/tune.json and the winner's `run` command line."""
         from domino_prof.reference_model import launcher
@@ -452,6 +472,9 @@ def register(app: typer.Typer) -> None:
 
         if top < 1:
             raise ConfigError(f"--top must be >= 1, got {top}")
+        if schedule not in SCHEDULES:
+            raise ConfigError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
+                              f"{schedule!r}")  # fmt: skip
         if launcher.under_torchrun():
             raise ConfigError("`domino-prof tune` starts each candidate's ranks itself; run it "
                               "without torchrun")  # fmt: skip
@@ -470,7 +493,7 @@ def register(app: typer.Typer) -> None:
                 "block_steps": block_steps, "warmup_steps": warmup_steps,
                 "profile_steps": profile_steps, "timeout_s": timeout_s}  # fmt: skip
         device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
-        plan = _plan(cands, base, device, RunConfig)
+        plan = _plan(cands, base, device, RunConfig, schedule)
         for cfg in (p["cfg"] for p in plan if p["cfg"] is not None):
             launcher.check_torch_knobs(cfg)
         first = next(p["cfg"] for p in plan if p["cfg"] is not None)
@@ -487,12 +510,13 @@ def register(app: typer.Typer) -> None:
         from domino_prof import runs
 
         with runs.claim(out):
-            doc = _sweep(plan, out, analyze=analyze, first=first)
+            doc = _sweep(plan, out, analyze=analyze, first=first, schedule=schedule)
             doc["base_flags"] = _base_flags(first, layers=layers)
             _finish(doc, out, top=top)
 
 
-def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dict]:
+def _plan(cands: list[Settings], base: dict, device: str, RunConfig,
+          schedule: str = "domino") -> list[dict]:  # fmt: skip
     """Every run to make: each candidate's validated config (or why it is skipped), tp
     added to the first candidate of each tp setting; a tp setting no valid candidate has
     gets a run of its own. A grid value refused in every candidate it is in is a mistake
@@ -500,7 +524,7 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
     plan, errors = [], {}
     for i, s in enumerate(cands):
         try:
-            cfg = RunConfig.from_options(device=device, modes=tune_modes(),
+            cfg = RunConfig.from_options(device=device, modes=tune_modes(schedule),
                                          **_graph_fields(base, s.fields()))  # fmt: skip
             why = None
         except ConfigError as e:
@@ -518,7 +542,7 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig) -> list[dic
         host = next((p for p in plan if p["cfg"] is not None and p["settings"].tp() == ts), None)
         if host is not None:
             host["tp"] = True
-            host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes()))
+            host["cfg"] = _with_modes(host["cfg"], ("tp", *tune_modes(schedule)))
             continue
         ctas, graphs, carve, mbs, engine = ts
         s = Settings(1, 1, None, ctas, graphs, carve, mbs, engine)
@@ -550,7 +574,7 @@ def _with_modes(cfg, names: tuple[str, ...]):
     return replace(cfg, modes=tuple(order))
 
 
-def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
+def _sweep(plan: list[dict], out: Path, *, analyze: bool, first, schedule: str = "domino") -> dict:
     """Run every planned run under ``out`` (the same launcher and run directory as
     `run`); a failed run is kept with its error line and the sweep goes on."""
     from domino_prof import runs
@@ -589,11 +613,12 @@ def _sweep(plan: list[dict], out: Path, *, analyze: bool, first) -> dict:
         entry = {"name": p["name"], "run_dir": p["name"] if p["cfg"] is not None else None,
                  "settings": s.fields(), "settings_text": s.text(), "status": status,
                  "error": p["error"]}  # fmt: skip
-        entry.update(candidate_numbers(run) if run else candidate_numbers({}))
+        entry.update(candidate_numbers(run or {}, schedule))
         cands.append(entry)
     ranked, best_tp = summarise(cands, tps)
     return {"schema": TUNE_SCHEMA, "version": TUNE_VERSION, "config": first.to_dict(),
-            "modes": list(tune_modes()), "ranking": "frac_of_nocomm", "candidates": cands,
+            "schedule": schedule, "modes": list(tune_modes(schedule)),
+            "ranking": "frac_of_nocomm", "candidates": cands,
             "tp": tps, "best_tp": best_tp, "ranked": [c["name"] for c in ranked],
             "comm": comm_info(first)}  # fmt: skip
 
@@ -636,6 +661,7 @@ def _finish(doc: dict, out: Path, *, top: int) -> None:
     from domino_prof.io import atomic_write_json
     from domino_prof.rundata import comm_label
 
+    schedule = doc.get("schedule", "domino")
     by_name = {c["name"]: c for c in doc["candidates"]}
     ranked = [by_name[n] for n in doc["ranked"]]
     win = ranked[0] if ranked else None
@@ -643,7 +669,7 @@ def _finish(doc: dict, out: Path, *, top: int) -> None:
         s = Settings(**{**win["settings"], "split_sizes": tuple(win["settings"]["split_sizes"])
                         if win["settings"]["split_sizes"] else None})  # fmt: skip
         doc["winner"] = {"name": win["name"], "settings": win["settings"], "flags": s.flags(),
-                         "command": run_command(doc["base_flags"], s)}  # fmt: skip
+                         "command": run_command(doc["base_flags"], s, schedule)}  # fmt: skip
     else:
         doc["winner"] = None
     atomic_write_json(out / "tune.json", doc)
@@ -652,7 +678,8 @@ def _finish(doc: dict, out: Path, *, top: int) -> None:
     title = "  ".join(x for x in (cfg["model"]["name"], f"tp {cfg['tp']}", f"seq {cfg['seq']}",
                                   f"mbs {cfg['mbs']}", label or "") if x)  # fmt: skip
     if ranked:
-        Console().print(tune_table(ranked, top=top, best_tp=doc["best_tp"], title=title))
+        Console().print(tune_table(ranked, top=top, best_tp=doc["best_tp"], title=title,
+                                   schedule=schedule))  # fmt: skip
     for c in doc["candidates"]:
         if c["status"] != "ok":
             print(f"note: {c['name']} {c['status']}: {c['error']}", file=sys.stderr)
