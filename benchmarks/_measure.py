@@ -160,3 +160,25 @@ def kernel_events(prof) -> list[dict]:
         prof.export_chrome_trace(str(f))
         ev = [e for e in json.loads(f.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     return sorted(ev, key=lambda e: e["ts"])
+
+
+def cuda_median_us(f, *, reps: int, per: int = 1, warmup: int = 3) -> float:
+    """The median over ``reps`` repeats of ``f()``'s device time in µs, divided by ``per``
+    (the calls one ``f()`` makes): CUDA events recorded around each ``f()`` on the current
+    stream, synchronised after each, after ``warmup`` untimed calls."""
+    import statistics
+
+    import torch
+
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warmup):
+        f()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        s.record()
+        f()
+        e.record()
+        torch.cuda.synchronize()
+        out.append(s.elapsed_time(e) * 1e3 / per)
+    return statistics.median(out)

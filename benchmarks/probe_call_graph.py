@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -29,29 +28,20 @@ sys.path.insert(0, str(ROOT))
 def probe(a, engine: str) -> dict:
     import torch
 
+    from _measure import cuda_median_us  # benchmarks/: the script's own folder
+
     from domino_prof.reference_model.emulate import EmulatedComm
 
     dev = torch.device("cuda")
     comm = EmulatedComm(a.profile, size=8, rank=0, device=dev, engine=engine)
     x = torch.randn(a.numel, device=dev, dtype=torch.bfloat16)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def calls():
         for _ in range(a.calls):
             comm.all_reduce(x, async_op=True).wait()
 
     def timed(f) -> float:
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(a.reps):
-            s.record()
-            f()
-            e.record()
-            torch.cuda.synchronize()
-            out.append(s.elapsed_time(e) * 1e3 / a.calls)
-        return statistics.median(out)
+        return cuda_median_us(f, reps=a.reps, per=a.calls)
 
     eager = timed(calls)
     cap = torch.cuda.Stream(dev)

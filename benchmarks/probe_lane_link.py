@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -54,6 +53,8 @@ def main() -> int:
 
 def probe(a, engine: str) -> dict:
     import torch
+
+    from _measure import cuda_median_us  # benchmarks/: the script's own folder
 
     from domino_prof.reference_model.emulate import EmulatedComm
 
@@ -95,16 +96,7 @@ def probe(a, engine: str) -> dict:
     cycles_per_ns = 10_000_000 / (s.elapsed_time(e) * 1e6)
 
     def timed(f) -> float:
-        for _ in range(3):
-            f()
-        out = []
-        for _ in range(a.reps):
-            s.record()
-            f()
-            e.record()
-            torch.cuda.synchronize()
-            out.append(s.elapsed_time(e) * 1e3)
-        return statistics.median(out)
+        return cuda_median_us(f, reps=a.reps)
 
     res = {"engine": engine, "numel": a.numel, "profile": a.profile, "model_us": model_ns / 1e3,
            "device": torch.cuda.get_device_name(dev),
