@@ -9,6 +9,10 @@ PY=${PYTHON:-python3}
 # torch pinned: on the project machines 2.13.0 is the CPU wheel on disk (find-links);
 # elsewhere export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu first.
 "$PY" -m pip install -q -e '.[model,test,hta,dask,perfetto]' 'torch==2.13.0'
+# the console scripts just installed (domino-prof, for the gates below): a venv's bin/ is
+# not on PATH when its python is given by path (PYTHON=venv/bin/python, not activated)
+PATH="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+export PATH
 # a real headless browser for the report tests, without root: a Chromium on PATH, or
 # Debian's unpacked into ~/.cache/domino-prof (scripts/get_chromium.sh says what it fetches)
 DOMINO_PROF_CHROMIUM="$(bash scripts/get_chromium.sh)"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from script_module import installed
 from tracegen import TraceBuilder
 from typer.testing import CliRunner
 
@@ -168,7 +169,7 @@ def test_skip_bad_reports_good_ranks_and_names_bad_file(tmp_path):
 
 
 def test_installed_script_bad_input_and_success(tmp_path):
-    exe = shutil.which("domino-prof")
+    exe = installed("domino-prof")
     cmd = [exe] if exe else [sys.executable, "-m", "domino_prof.cli"]
     p = subprocess.run([*cmd, "analyze", str(tmp_path / "missing")], capture_output=True,
                        text=True, timeout=120, check=False)  # fmt: skip

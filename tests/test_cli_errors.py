@@ -3,10 +3,10 @@ normal exits untouched (domino_prof/cli.py)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
+from script_module import installed
 from typer.testing import CliRunner
 
 from domino_prof.cli import app
@@ -62,10 +62,10 @@ def test_user_error_inside_a_command_keeps_its_exit_code(tmp_path):
     assert "missing" in res.stderr
 
 
-@pytest.mark.skipif(shutil.which("domino-prof") is None, reason="script not installed")
+@pytest.mark.skipif(installed("domino-prof") is None, reason="script not installed")
 def test_installed_script_usage_error():
-    p = subprocess.run(["domino-prof", "analyze", "--top", "x", "."], capture_output=True,
-                       text=True, timeout=60, check=False)  # fmt: skip
+    p = subprocess.run([installed("domino-prof"), "analyze", "--top", "x", "."],
+                       capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert p.returncode == 2
     assert p.stdout == ""
     assert p.stderr.count("\n") == 1

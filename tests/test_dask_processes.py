@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -65,7 +66,10 @@ def cluster(tmp_path_factory):
                                       start_new_session=True, cwd=str(ROOT)))  # fmt: skip
 
     try:
-        start(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port),
+        # `python -m dask`, not the `dask` script: the script is on PATH only where the
+        # environment it was installed into is activated (a venv's python run by path)
+        dask = [sys.executable, "-m", "dask"]
+        start([*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
                "--no-dashboard", "--no-show"], "scheduler")  # fmt: skip
         deadline = time.monotonic() + WAIT_S
         while True:
@@ -74,11 +78,13 @@ def cluster(tmp_path_factory):
                 break
             except OSError:
                 if time.monotonic() > deadline or procs[0].poll() is not None:
-                    pytest.fail(f"dask scheduler did not start: {(log / 'scheduler.log').read_text()}")
+                    text = (log / "scheduler.log").read_text()
+                    pytest.fail(f"dask scheduler did not start: {text}")
                 time.sleep(0.2)
         for i in range(2):
-            start(["dask", "worker", addr, "--nworkers", "1", "--nthreads", "1",
-                   "--no-dashboard", "--name", f"w{i}", "--host", "127.0.0.1"], f"worker{i}")  # fmt: skip
+            start([*dask, "worker", addr, "--nworkers", "1", "--nthreads", "1",
+                   "--no-dashboard", "--name", f"w{i}", "--host", "127.0.0.1"],
+                  f"worker{i}")  # fmt: skip
         with distributed.Client(addr, timeout="60s") as c:
             c.wait_for_workers(2, timeout=WAIT_S)
         yield addr, tmp_path_factory.mktemp("markers")
