@@ -47,7 +47,8 @@ def step_estimate(entry: dict) -> Estimate | None:
 # (report title, CLI line, `check --min-speedup`)
 VERDICT_PAIRS = (("domino", "tp"), ("domino-sp", "sp"))
 BASE_MODE = {"domino": "tp", "domino-sp": "sp", "sp": "tp", "nocomm": "tp",
-             "domino-nocomm": "nocomm"}  # the split's cost: nocomm / domino-nocomm
+             "domino-nocomm": "nocomm",  # the split's cost: nocomm / domino-nocomm
+             "domino-sp-nocomm": "nocomm"}  # fmt: skip
 
 
 def verdicts(modes: dict) -> list[dict]:

@@ -181,14 +181,15 @@ def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     timed = {m: r for m, r in run["modes"].items() if r.get("step_ms") is not None}
     run["comparison"] = comparison_rows(timed)
     run["verdict"] = verdicts(timed)
-    if analyses:  # what keeps domino from nocomm (analysis.limits); absent without both
-        from domino_prof.analysis.limits import limits
+    if analyses:  # what keeps domino (limits) and domino-sp (limits_sp) from nocomm
+        from domino_prof.analysis.limits import RUN_KEYS, limits_by_mode
 
-        lim = limits(run, analyses)
-        if lim is None:
-            run.pop("limits", None)
-        else:
-            run["limits"] = lim
+        lims = limits_by_mode(run, analyses)  # a key absent without the mode and nocomm
+        for key in RUN_KEYS.values():
+            if key in lims:
+                run[key] = lims[key]
+            else:
+                run.pop(key, None)
     _write_report(out, run, analyses, failed)
     _write_pftraces(out, run, analyses)
     write_run(out, run)

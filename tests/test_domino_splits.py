@@ -163,7 +163,8 @@ def test_col_split_refused_where_it_does_not_apply():
         ({"mbs": 4, "splits": 3, "split_sizes": (3, 1)}, "--split-sizes 3,1 gives 2 "
          "micro-batches but --splits is 3; drop --splits"),
         ({"mbs": 4, "split_sizes": (3, 1), "modes": ("tp", "sp")}, "--split-sizes applies to the "
-         "micro-batched modes (domino, domino-nocomm, domino-sp); --mode tp, sp takes one "
+         "micro-batched modes (domino, domino-nocomm, domino-sp, domino-sp-nocomm); --mode "
+         "tp, sp takes one "
          "micro-batch"),
         ({"comm_ctas": 8}, "--comm-ctas sets the CTAs of NCCL's (or the emulated) collectives; "
          "--comm gloo has none"),
@@ -194,7 +195,8 @@ def test_config_knobs_resolve_and_round_trip_through_run_json():
     assert (c.splits, c.split_sizes) == (3, (1, 2, 1))
     assert {m: (c.splits_for(m), c.col_splits_for(m), c.split_sizes_for(m)) for m in c.modes} == {
         "tp": (1, 1, None), "nocomm": (1, 1, None), "domino": (3, 4, (1, 2, 1)),
-        "domino-nocomm": (3, 4, (1, 2, 1)), "sp": (1, 1, None), "domino-sp": (3, 1, (1, 2, 1))}  # fmt: skip
+        "domino-nocomm": (3, 4, (1, 2, 1)), "sp": (1, 1, None), "domino-sp": (3, 1, (1, 2, 1)),
+        "domino-sp-nocomm": (3, 1, (1, 2, 1))}  # fmt: skip
     assert RunConfig(model=tiny(), splits=1, col_splits=2, modes=("domino",)).validate()
     d = RunConfig(model=tiny(), device="cuda", comm="nccl", comm_ctas=8, sm_carveout=16,
                   mbs=4, split_sizes=(3, 1), col_splits=2).validate().to_dict()  # fmt: skip

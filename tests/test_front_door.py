@@ -2,7 +2,7 @@
 ``--mode``), the same shared options and ``-o/--output``; ``--version``; help that
 reads whole at 80 columns.
 
-The run directory here has all six modes of `domino-prof run --mode all`, built from
+The run directory here has all seven modes of `domino-prof run --mode all`, built from
 the hand-worked traces of tests/test_check_cli.py (per rank, two steps; a = start of
 the forward comm; hidden % = 2·(40 - a)/60 per rank for a <= 30):
 
@@ -13,6 +13,7 @@ the forward comm; hidden % = 2·(40 - a)/60 per rank for a <= 30):
     domino-nocomm  no comm     n/a
     sp         30, 30          33.333, 33.333
     domino-sp  20, 20          66.667, 66.667
+    domino-sp-nocomm  no comm  n/a
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from test_check_cli import invoke, table_rows, write_traces
 from domino_prof.cli import app
 
 MODES = {"tp": [30, 30], "nocomm": [None, None], "domino": [20, 22],
-         "domino-nocomm": [None, None], "sp": [30, 30], "domino-sp": [20, 20]}  # fmt: skip
+         "domino-nocomm": [None, None], "sp": [30, 30], "domino-sp": [20, 20],
+         "domino-sp-nocomm": [None, None]}  # fmt: skip
 
 
 def write_run(d: Path, modes: dict[str, list], **entry) -> Path:
     step = {"tp": 2.0, "nocomm": 1.0, "domino": 1.6, "domino-nocomm": 1.2, "sp": 2.0,
-            "domino-sp": 1.7}  # fmt: skip
+            "domino-sp": 1.7, "domino-sp-nocomm": 1.25}  # fmt: skip
     return write_run_dir(
         d,
         {m: {"step_ms": step.get(m, 1.0), **entry} for m in modes},

@@ -338,7 +338,8 @@ def test_config_resolves_per_mode_and_round_trips():
                     mb_streams=2).validate()  # fmt: skip
     assert cfg.graph_scope == "step"
     assert {m: cfg.mb_streams_for(m) for m in cfg.modes} == {
-        "tp": 1, "nocomm": 1, "domino": 2, "domino-nocomm": 2, "sp": 1, "domino-sp": 1}
+        "tp": 1, "nocomm": 1, "domino": 2, "domino-nocomm": 2, "sp": 1, "domino-sp": 1,
+        "domino-sp-nocomm": 1}  # fmt: skip
     assert RunConfig.from_dict(cfg.to_dict()).mb_streams == 2
 
 

@@ -325,6 +325,58 @@ def test_limits_measures_every_part_with_domino_nocomm():
     assert "a remainder: run domino-nocomm to measure it" in d["text"]
 
 
+def test_domino_sp_is_measured_against_its_own_no_comm_mode():
+    # domino-sp's decomposition (run.json limits_sp): the numbers of the domino test above
+    # under domino-sp's names. gap 112 - 100 = 12 = split (domino-sp-nocomm 106 - 100 = 6)
+    # + exposed 3 + tax (10 - 4 x 2 = 2) + host (4.0 - 3.5 = 0.5) + residual 0.5
+    from domino_prof.analysis.limits import limits_by_mode
+
+    run = {"modes": {"domino-sp": {"step_ms": 110.0}, "nocomm": {"step_ms": 99.0},
+                     "domino-sp-nocomm": {"step_ms": 104.0}}}  # fmt: skip
+    ds = _analysis(112.0, 3.0, _tax_json(4, 10_000_000, 2, 4_000_000, 1.5), idle_ms=4.0)
+    dsn = _analysis(106.0, 0.0, _tax_json(4, 8_000_000, 4, 8_000_000, 0.0), idle_ms=3.5)
+    noc = _analysis(100.0, 0.0, _tax_json(4, 7_000_000, 4, 7_000_000, 0.0), idle_ms=1.0)
+    d = limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")
+    assert (d["mode"], d["method"], d["split_mode"]) == (
+        "domino-sp", "measured", "domino-sp-nocomm")  # fmt: skip
+    assert (d["gap_ms"], d["split_ms"], d["overlap_tax_ms"], d["host_ms"], d["residual_ms"]) == (
+        pytest.approx(12.0), pytest.approx(6.0), pytest.approx(2.0), pytest.approx(0.5),
+        pytest.approx(0.5))  # fmt: skip
+    assert d["host_idle_ms"] == {"domino-sp": 4.0, "domino-sp-nocomm": 3.5}
+    assert d["timed_of_bound"] == pytest.approx(99.0 / 110.0)
+    assert "domino-sp runs at 0.900 of nocomm's speed" in d["text"]
+    assert "(domino-sp-nocomm's profiled step − nocomm's, measured)" in d["text"]
+    # domino-sp's exposed comm where domino-sp-nocomm idles too: (112 - 10) - (106 - 8) = 4
+    # ms of idle added, 0.5 of it the host's: 5 - 3.5 = 1.5 ms in the split's own gaps
+    d = limits(run, {"domino-sp": {**ds, "totals": {**ds["totals"], "exposed_ms_per_step": 5.0}},
+                     "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")  # fmt: skip
+    assert "of the exposed comm, 1.50 ms fell where domino-sp-nocomm's device is idle" in d["text"]
+    # without domino-sp-nocomm: the rest as a remainder, 12 - 3 - 0.5 - (4.0 - 1.0) = 5.5
+    d = limits(run, {"domino-sp": ds, "nocomm": noc}, mode="domino-sp")
+    assert (d["method"], d["rest_ms"]) == ("remainder", pytest.approx(5.5))
+    assert "a remainder: run domino-sp-nocomm to measure it" in d["text"]
+    # run.json's two keys, each from its own mode's documents: domino's gap 109 - 100 = 9,
+    # split 107 - 100 = 7; domino-sp's as above
+    both = {**run, "modes": {**run["modes"], **RUN["modes"]}}
+    docs = {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn,
+            "domino": _analysis(109.0, 1.0, _tax_json(4, 9_000_000, 4, 9_000_000, 0.0)),
+            "domino-nocomm": _analysis(107.0, 0.0, _tax_json(4, 9_000_000, 4, 9_000_000, 0.0))}
+    lims = limits_by_mode(both, docs)
+    assert sorted(lims) == ["limits", "limits_sp"]
+    assert (lims["limits"]["mode"], lims["limits"]["gap_ms"], lims["limits"]["split_ms"]) == (
+        "domino", pytest.approx(9.0), pytest.approx(7.0))  # fmt: skip
+    assert lims["limits_sp"]["split_ms"] == pytest.approx(6.0)
+    assert sorted(limits_by_mode(run, {"domino-sp": ds, "nocomm": noc})) == ["limits_sp"]
+    # the report's section for domino-sp, beside domino's
+    from domino_prof.report.figures import domino_limits
+
+    sec = domino_limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn},
+                        mode="domino-sp")  # fmt: skip
+    assert (sec.key, sec.title) == ("limits-domino-sp", "What limits domino-sp here")
+    assert sec.body.rows[0] == ["profiled step gap (domino-sp − nocomm)", "12.00 ms"]
+    assert sec.body.rows[1][0].startswith("the split's own cost (domino-sp-nocomm − nocomm")
+
+
 def test_report_table_shows_the_measured_parts_and_the_residual():
     from domino_prof.report.figures import domino_limits
 

@@ -69,13 +69,13 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     assert dom["step_ms"] == stats.median(dom["blocks"]["medians_ms"])
     assert dom["tokens_per_s"] == pytest.approx(cfg["mbs"] * cfg["seq"] / dom["step_ms"] * 1e3)
     # no flags: every mode, so the first page can say whether domino beats tp
-    modes = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp"]
+    modes = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp", "domino-sp-nocomm"]
     assert list(run["modes"]) == modes == cfg["modes"]
     assert [run["modes"][m]["overlap"] for m in modes] == [False, False, True, False, False,
-                                                           True]  # fmt: skip
+                                                           True, False]  # fmt: skip
     # the modes that skip every collective say their losses are meaningless
-    assert [m for m in modes if run["modes"][m]["numerics"] != "exact"] == ["nocomm",
-                                                                           "domino-nocomm"]
+    assert [m for m in modes if run["modes"][m]["numerics"] != "exact"] == [
+        "nocomm", "domino-nocomm", "domino-sp-nocomm"]  # fmt: skip
     for mode in modes:
         traces = sorted(p.name for p in (out / mode).glob("rank*.pt.trace.json.gz"))
         assert traces == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"], mode
@@ -86,7 +86,7 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
         h = run["modes"][mode]["hidden_pct"]
         assert h is not None and 0.0 <= h <= 100.0
     assert run["modes"]["tp"]["hidden_pct"] == 0.0  # synchronous: nothing hides its comm
-    for mode in ("nocomm", "domino-nocomm"):  # a CPU run without collectives has no comm
+    for mode in ("nocomm", "domino-nocomm", "domino-sp-nocomm"):  # no collectives: no comm
         assert not (out / mode / "analysis.json").exists()
         # by design, so the note says that and asks for nothing (issue 35)
         assert (f"{mode} runs no collectives by design, so it has no overlap figures; its "
@@ -148,7 +148,8 @@ def test_run_mode_all_at_tp8_on_cpu(tmp_path):
     assert p.returncode == 0, p.stderr
     run = json.loads((out / "run.json").read_text())
     assert [r["mode"] for r in run["comparison"]] == ["tp", "nocomm", "domino", "domino-nocomm",
-                                                      "sp", "domino-sp"]  # fmt: skip
+                                                      "sp", "domino-sp",
+                                                      "domino-sp-nocomm"]  # fmt: skip
     for mode in ("tp", "domino", "sp", "domino-sp"):
         assert len(list((out / mode).glob("rank*.pt.trace.json.gz"))) == 8
     # same data, same weights: every exact mode agrees with tp on every loss (fp32, CPU)

@@ -182,15 +182,18 @@ def test_unknown_layer_kind_is_refused_where_the_units_are_built():
 def test_mode_registry():
     from domino_prof.reference_model import modes
 
-    assert modes.names() == ("tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp")
+    assert modes.names() == ("tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp",
+                             "domino-sp-nocomm")  # fmt: skip
     assert [(m.schedule, m.comm) for m in modes.MODES.values()] == [
         ("tp", "process-group"), ("tp", "skip"), ("domino", "process-group"),
-        ("domino", "skip"), ("sp", "process-group"), ("domino-sp", "process-group")]  # fmt: skip
+        ("domino", "skip"), ("sp", "process-group"), ("domino-sp", "process-group"),
+        ("domino-sp", "skip")]  # fmt: skip
     assert [n for n, m in modes.MODES.items() if m.micro_batched] == [
-        "domino", "domino-nocomm", "domino-sp"]  # fmt: skip
+        "domino", "domino-nocomm", "domino-sp", "domino-sp-nocomm"]  # fmt: skip
     # overlapping by design takes comm to overlap: domino-nocomm skips it
     assert [n for n, m in modes.MODES.items() if m.overlaps] == ["domino", "domino-sp"]
-    assert [n for n, m in modes.MODES.items() if m.skips_comm] == ["nocomm", "domino-nocomm"]
+    assert [n for n, m in modes.MODES.items() if m.skips_comm] == [
+        "nocomm", "domino-nocomm", "domino-sp-nocomm"]  # fmt: skip
     with pytest.raises(ValueError, match="already registered"):
         modes.register_mode("tp", schedule="tp", description="again")
     with pytest.raises(ConfigError, match="unknown mode 'fast'"):

@@ -143,6 +143,15 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
     assert "0.800 [0.750, 0.820]" in text and "0.900" in text and "1.100" in text
     assert "gap 2.50, exposed 1.25, host 0.50, rest 0.75" in text
     assert "tp's best (default ctas, 12.10 ms)" in text
+    # --schedule domino-sp reads its own modes and run.json's limits_sp, never domino's
+    sp = {"modes": {"domino-sp": run["modes"]["domino"], "nocomm": run["modes"]["nocomm"],
+                    "domino-sp-nocomm": {"blocks": {"medians_ms": [8.0, 9.9, 13.2]}}},
+          "comparison": [{"mode": "domino-sp", "frac_of_nocomm": 0.7}],
+          "limits": run["limits"], "limits_sp": {**run["limits"], "gap_ms": 4.0}}  # fmt: skip
+    n = T.candidate_numbers(sp, "domino-sp")
+    assert (n["domino_step_ms"], n["frac_of_nocomm"]) == (11.0, 0.7)
+    assert n["of_domino_nocomm"] == pytest.approx(0.9)  # median of 8/10, 9.9/11, 13.2/12
+    assert n["limits"]["gap_ms"] == 4.0
 
 
 def test_the_limits_cell_takes_measured_limits_and_a_withheld_tax():
@@ -309,9 +318,10 @@ def test_mb_streams_is_a_candidate_knob_not_tps():
 
 
 def test_schedule_domino_sp_tunes_domino_over_sequence_parallelism(tmp_path):
-    """--schedule domino-sp: each candidate runs domino-sp and nocomm (tp rides in the
-    first); the figures are domino-sp's, recomputed from the run.json files, there is no
-    domino-nocomm column, and the winner's line runs --mode domino-sp. wgrad_in is one of
+    """--schedule domino-sp: each candidate runs domino-sp, nocomm and domino-sp-nocomm
+    (tp rides in the first); the figures are domino-sp's, recomputed from the run.json
+    files, the split column is domino-sp over domino-sp-nocomm (no domino-nocomm), and the
+    winner's line runs --mode domino-sp. wgrad_in is one of
     its knobs (its weight gradients joint or one per micro-batch); a domino-only knob
     refused in every candidate is the grid's one line."""
     out = tmp_path / "tune"
@@ -320,11 +330,12 @@ def test_schedule_domino_sp_tunes_domino_over_sequence_parallelism(tmp_path):
               "wgrad_in=joint,accumulate", "--out", str(out)])  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "tune.json").read_text())
-    assert doc["schedule"] == "domino-sp" and doc["modes"] == ["nocomm", "domino-sp"]
+    assert doc["schedule"] == "domino-sp"
+    assert doc["modes"] == ["nocomm", "domino-sp", "domino-sp-nocomm"]
     names = [c["name"] for c in doc["candidates"]]
     runs = {n: json.loads((out / n / "run.json").read_text()) for n in names}
-    assert list(runs[names[0]]["modes"]) == ["tp", "nocomm", "domino-sp"]
-    assert list(runs[names[1]]["modes"]) == ["nocomm", "domino-sp"]
+    assert list(runs[names[0]]["modes"]) == ["tp", "nocomm", "domino-sp", "domino-sp-nocomm"]
+    assert list(runs[names[1]]["modes"]) == ["nocomm", "domino-sp", "domino-sp-nocomm"]
     assert [runs[n]["config"]["wgrad_in"] for n in names] == ["joint", "accumulate"]
     tp_step = statistics.median(_medians(runs[names[0]], "tp"))
     for c in doc["candidates"]:
@@ -334,14 +345,17 @@ def test_schedule_domino_sp_tunes_domino_over_sequence_parallelism(tmp_path):
         assert c["domino_step_ms"] == pytest.approx(step, rel=1e-12)
         assert c["frac_of_nocomm"] == pytest.approx(
             statistics.median([n / d for n, d in zip(noc, ds)]), rel=1e-12)
-        assert c["of_domino_nocomm"] is None and c["limits"] is None
+        dsn = _medians(runs[c["name"]], "domino-sp-nocomm")
+        assert c["of_domino_nocomm"] == pytest.approx(
+            statistics.median([n / d for n, d in zip(dsn, ds)]), rel=1e-12)
+        assert c["limits"] is None  # --no-analyze: no analyses, no decomposition
         assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
     win = doc["candidates"][names.index(doc["ranked"][0])]
     assert doc["winner"]["command"].endswith(
         f" --splits 2 --wgrad-in {win['settings']['wgrad_in']} --mode domino-sp")
     head = next(ln for ln in r.stdout.splitlines() if "settings" in ln)
     assert "domino-sp ms" in head and "domino-sp / nocomm" in head
-    assert "domino-nocomm" not in head
+    assert "domino-sp / domino-sp-nocomm" in head and " domino-nocomm" not in head
     assert len([ln for ln in r.stdout.splitlines() if ln.startswith("│")]) == 2
     r = CliRunner().invoke(app, ["tune", *QUICK, "--mbs", "2", "--schedule", "domino-sp",
                                  "--grid", "col_splits=1,2", "--out", str(tmp_path / "t2")])  # fmt: skip

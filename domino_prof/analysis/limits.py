@@ -37,6 +37,12 @@ the step cost leaves in bubbles and beside memory ops. Comm stretched by compute
 (``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
 already exposed comm, its hidden share costs no step time by itself.
 
+domino-sp has the same decomposition against nocomm (run.json ``limits_sp``;
+:func:`limits_by_mode`), its split measured by ``domino-sp-nocomm``: domino-sp's
+micro-batch split with every collective skipped, so its split is also sequence
+parallelism's own cost against all-reduce TP (the norm on the shard; on CPU the skipped
+gathers' copies, ``comm.SkipComm``).
+
 Without domino-nocomm (a run from before it, or ``--mode`` without it) the gap splits as
 before: exposed comm (its step cost, as above), domino's own overlap tax (against its own
 alone intervals; classes without alone ones are unmeasured), host beyond nocomm's, and
@@ -70,6 +76,10 @@ from domino_prof.analysis.overlap_tax import against
 LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
 ADDS_UP_SHARE = 0.05  # the parts add up when |residual| <= this share of the gap
 SPLIT_MODE = "domino-nocomm"
+# each overlapped schedule's mode with its collectives skipped (the split's own cost), and
+# the run.json key of its decomposition (runs.py; domino's key predates domino-sp's)
+SPLIT_MODES = {"domino": SPLIT_MODE, "domino-sp": "domino-sp-nocomm"}
+RUN_KEYS = {"domino": "limits", "domino-sp": "limits_sp"}
 
 
 def _get(a: Any, key: str) -> Any:
@@ -148,10 +158,13 @@ def _exposed_cost(a: Any) -> tuple[float | None, float | None, str]:
 
 
 def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
-           bound: str = "nocomm", split_mode: str = SPLIT_MODE) -> dict | None:  # fmt: skip
+           bound: str = "nocomm", split_mode: str | None = None) -> dict | None:  # fmt: skip
     """The split of ``mode``'s profiled step gap to ``bound`` (see the module doc), or None
     when the run lacks either analysis or a profiled step. Measured when ``split_mode``
-    (domino-nocomm) has a profiled step, else with the rest as a remainder."""
+    (default: ``SPLIT_MODES[mode]``, domino-nocomm for domino) has a profiled step, else
+    with the rest as a remainder."""
+    if split_mode is None:
+        split_mode = SPLIT_MODES.get(mode, SPLIT_MODE)
     a, b = analyses.get(mode), analyses.get(bound)
     sa, sb = _step(a), _step(b)
     if sa is None or sb is None:
@@ -346,11 +359,12 @@ def limits_text(d: Mapping) -> str:
                           f"{split_mode}'s own gaps, so it is in two parts")  # fmt: skip
             parts.append(check)
         elif g is not None and g > 0 and not d["adds_up"]:
-            parts.append(f"of the exposed comm, {g:.2f} ms fell where domino-nocomm's device "
+            parts.append(f"of the exposed comm, {g:.2f} ms fell where {split_mode}'s device "
                          "is idle too (the split's own gaps), so it is in two parts")
     else:
+        to_run = SPLIT_MODES.get(mode, SPLIT_MODE)
         parts.append(f"the rest {d['rest_ms']:.2f} ms (the split's own cost: smaller, more "
-                     f"numerous kernels; a remainder: run {SPLIT_MODE} to measure it)")
+                     f"numerous kernels; a remainder: run {to_run} to measure it)")
     text = (f"{head}of the {d['gap_ms']:.2f} ms per profiled step by which it trails "
             f"{bound}: " + "; ".join(parts) + ".")
     st, st_un, st_tp = (d.get("comm_stretch_ms"), d.get("comm_stretch_unmeasured_ms"),
@@ -372,3 +386,16 @@ def limits_text(d: Mapping) -> str:
                 f"{idle[other]:.2f}). " + text + " CUDA graphs "
                 "(--cuda-graphs) take the host off the step.")
     return text
+
+
+def limits_by_mode(run: Mapping, analyses: Mapping[str, Any]) -> dict[str, dict]:
+    """{run.json key: :func:`limits` of the overlapped schedule} for each of domino and
+    domino-sp whose decomposition the run holds (each against nocomm, its split measured
+    by its own no-comm mode when the run has it): ``{"limits": domino's, "limits_sp":
+    domino-sp's}``, a key absent where that mode or nocomm lacks a profiled step."""
+    out = {}
+    for mode, key in RUN_KEYS.items():
+        d = limits(run, analyses, mode=mode)
+        if d is not None:
+            out[key] = d
+    return out

@@ -30,7 +30,10 @@ def modes_table(run: dict | None) -> Any:
     headers, cells = comparison_table(rows, compact=True)
     t = Table(title=title or None, caption=COMPARISON_CAPTION)
     for h in headers:
-        t.add_column(h, justify="left" if h == "mode" else "right")
+        if h == "mode":  # a long name folds on a narrow terminal: "domino-s…" is ambiguous
+            t.add_column(h, justify="left", overflow="fold")
+        else:
+            t.add_column(h, justify="right")
     for line in cells:
         t.add_row(*line)
     return t
@@ -45,7 +48,7 @@ NOCOMM_NOTE = (
     "nocomm skips every TP collective: its losses are meaningless; it is a throughput "
     "upper bound only."
 )
-DOMINO_NOCOMM_NOTE = (
-    "domino-nocomm skips every TP collective of domino's micro-batch split: its losses are "
+DOMINO_NOCOMM_NOTE = (  # .format(m="domino-nocomm" | "domino-sp-nocomm")
+    "{m} skips every TP collective of its schedule's micro-batch split: its losses are "
     "meaningless; it measures the split's own cost only."
 )

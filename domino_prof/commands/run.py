@@ -111,15 +111,18 @@ def print_comparison(run: dict) -> None:
         why = verdict_reason(run)
         if why:  # when this run cannot show overlap pay off: why, in one sentence
             print(f"why: {why}")
-    lim = run.get("limits")
-    if lim and lim.get("text"):  # what keeps domino from nocomm (analysis.limits)
-        print(f"what limits {lim['mode']}{' (' + label + ')' if label else ''}: {lim['text']}")
+    for key in ("limits", "limits_sp"):  # what keeps domino, domino-sp from nocomm
+        lim = run.get(key)
+        if lim and lim.get("text"):  # analysis.limits
+            print(f"what limits {lim['mode']}{' (' + label + ')' if label else ''}: "
+                  f"{lim['text']}")  # fmt: skip
     if label:
         print(f"{label}: one GPU ran rank 0's shard; losses meaningless", file=sys.stderr)
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
-    if "domino-nocomm" in run["modes"]:
-        Console(stderr=True).print(f"[dim]{DOMINO_NOCOMM_NOTE}[/dim]")
+    for m in ("domino-nocomm", "domino-sp-nocomm"):
+        if m in run["modes"]:
+            Console(stderr=True).print(f"[dim]{DOMINO_NOCOMM_NOTE.format(m=m)}[/dim]")
 
 
 def register(app: typer.Typer) -> None:

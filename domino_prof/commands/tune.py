@@ -23,7 +23,7 @@ candidate's mbs* is the reference (the same tokens per step), never a tp slowed 
 candidate's knob.
 
 ``--schedule domino-sp`` tunes Domino over sequence parallelism instead: each candidate
-runs domino-sp and nocomm (no domino-sp-nocomm mode exists, so no split column), and
+runs domino-sp, nocomm and domino-sp-nocomm (its split's own cost), and
 "domino" below reads domino-sp (tune.json's ``schedule`` says which; its
 ``domino_step_ms`` is that schedule's step). Its knobs are the same keys (``col_splits``
 and ``mb_streams`` apply to domino only: those candidates are skipped); measured on one
@@ -263,12 +263,14 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
 
 
 # the schedules tune sweeps (--schedule) and the modes a candidate runs for each
-SCHEDULES = {"domino": ("domino", "nocomm", "domino-nocomm"), "domino-sp": ("nocomm", "domino-sp")}
+SCHEDULES = {"domino": ("domino", "nocomm", "domino-nocomm"),
+             "domino-sp": ("nocomm", "domino-sp", "domino-sp-nocomm")}  # fmt: skip
 
 
 def tune_modes(schedule: str = "domino") -> tuple[str, ...]:
-    """A candidate's modes: the tuned schedule, nocomm and (domino) domino-nocomm when
-    registered (in the registry's order, as `run --mode all`)."""
+    """A candidate's modes: the tuned schedule, nocomm and the schedule's no-comm mode
+    (domino-nocomm, domino-sp-nocomm: the split's own cost) when registered (in the
+    registry's order, as `run --mode all`)."""
     return tuple(n for n in _modes.names() if n in SCHEDULES[schedule])
 
 
@@ -286,13 +288,15 @@ LIMIT_KEYS = ("gap_ms", "split_ms", "exposed_comm_ms", "exposed_cost_ms", "overl
 def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
     """What tune reads from a candidate's run.json: the tuned schedule's (``schedule``)
     timed step and interval, its fraction of nocomm (``comparison``'s ``frac_of_nocomm``
-    and interval), domino / domino-nocomm (paired blocks; domino only) and the limits
-    decomposition (run.json's, of domino: none for domino-sp)."""
+    and interval), the schedule over its no-comm mode (domino / domino-nocomm, domino-sp /
+    domino-sp-nocomm: paired blocks; None in a run without it) and the schedule's limits
+    decomposition (run.json's ``limits``, ``limits_sp``: analysis.limits.RUN_KEYS)."""
+    from domino_prof.analysis.limits import RUN_KEYS, SPLIT_MODES
+
     m = (run.get("modes") or {}).get(schedule) or {}
     row = _row(run, schedule)
-    dn = (mode_ratio(run.get("modes") or {}, "domino", "domino-nocomm")
-          if schedule == "domino" else None)  # fmt: skip
-    lim = run.get("limits")
+    dn = mode_ratio(run.get("modes") or {}, schedule, SPLIT_MODES[schedule])
+    lim = run.get(RUN_KEYS[schedule])
     return {
         "domino_step_ms": m.get("step_ms"),
         "domino_step_ms_interval": m.get("step_ms_interval"),
@@ -375,7 +379,7 @@ def tune_table(ranked: list[dict], *, top: int, best_tp: dict | None, title: str
            f"tp's best ({best_tp['settings_text']}, {best_tp['step_ms']:.2f} ms) over "
            f"{d}'s, two runs, no interval" if best_tp else "no tp timed")
         + "; limits: ms per profiled step"))  # fmt: skip
-    for h in ["#", "settings", f"{d} ms", f"{d} / nocomm", *(["domino / domino-nocomm"] if dn
+    for h in ["#", "settings", f"{d} ms", f"{d} / nocomm", *([f"{d} / {d}-nocomm"] if dn
               else []), f"{d} / best tp", "limits (ms)"]:  # fmt: skip
         t.add_column(h, justify="left" if h in ("settings", "limits (ms)") else "right",
                      no_wrap=h == "settings")

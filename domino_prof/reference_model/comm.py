@@ -118,10 +118,17 @@ class ProcessGroupComm:
 
 
 class SkipComm:
-    """Every collective skipped (``nocomm``). all-reduce: nothing; all-gather: ``t``
-    copied into every rank's rows of ``out`` (one broadcast copy; R = 1: ``out = t``);
-    reduce-scatter: this rank's rows of ``t``. Nothing here needs torch.distributed,
-    so R > 1 runs in one process (rank ``rank``'s shard of a tp-R step)."""
+    """Every collective skipped (``nocomm``). all-reduce: nothing. On a GPU all-gather and
+    reduce-scatter write nothing either: ``out`` keeps what the allocator gave it (numbers
+    meaningless, as every skip mode's), since a real collective's writes are its own
+    kernel's work, which a no-comm step must not charge to compute (the copies would move
+    7.7 GB a step of the emulated TP-8 headline's domino-sp: about 2.6 ms of an H100's HBM,
+    some 30 % of its gap to nocomm). On CPU: ``t`` copied into every rank's rows of ``out``
+    (one broadcast copy; R = 1: ``out = t``), and this rank's rows of ``t`` for a
+    reduce-scatter, so no step reads uninitialised memory (whose denormals would slow the
+    CPU's arithmetic; a CPU step's time is no performance figure). Nothing here needs
+    torch.distributed, so R > 1 runs in one process (rank ``rank``'s shard of a tp-R
+    step)."""
 
     label = "skip"
     emulated = False
@@ -144,6 +151,8 @@ class SkipComm:
         return 0
 
     def all_gather(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        if out.is_cuda:
+            return None
         if self.size == 1:
             out.copy_(t)
         else:
@@ -151,6 +160,8 @@ class SkipComm:
         return None
 
     def reduce_scatter(self, out: torch.Tensor, t: torch.Tensor, *, async_op: bool):
+        if out.is_cuda:
+            return None
         n = out.shape[0]
         out.copy_(t[self.rank * n : (self.rank + 1) * n])
         return None

@@ -14,8 +14,10 @@ A **mode** (``domino-prof run --mode``) = a schedule + a comm choice (``comm.mak
 ``"process-group"`` or ``"skip"``) + a one-line description. ``nocomm`` is the tp
 schedule with every collective skipped, ``domino-nocomm`` the domino schedule with every
 collective skipped (the micro-batch split's own cost: ``analysis.limits`` measures it as
-domino-nocomm's step − nocomm's). A mode with comm ``"skip"`` computes meaningless losses
-and has no comm to overlap (:attr:`Mode.skips_comm`, :attr:`Mode.overlaps`).
+domino-nocomm's step − nocomm's), ``domino-sp-nocomm`` the same for domino-sp (its split
+and sequence parallelism's own cost against nocomm). A mode with comm ``"skip"``
+computes meaningless losses and has no comm to overlap (:attr:`Mode.skips_comm`,
+:attr:`Mode.overlaps`).
 
 Adding a mode: ``register_schedule(...)`` (if its ordering is new) and
 ``register_mode(...)``; both refuse a name already taken.
@@ -147,3 +149,6 @@ register_mode("sp", schedule="sp",
 register_mode("domino-sp", schedule="domino-sp",
               description="Domino over sequence parallelism: each micro-batch's norm chain "
               "overlapped")  # fmt: skip
+register_mode("domino-sp-nocomm", schedule="domino-sp", comm="skip",
+              description="domino-sp's micro-batch split with every collective skipped: "
+              "its own cost, numbers meaningless")  # fmt: skip

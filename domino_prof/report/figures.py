@@ -866,17 +866,19 @@ def mode_comparison(run: dict, *, hidden_pct: dict[str, float | None] | None = N
     return Section("modes", title, cap, fig, tuple(notes), extra=(table,))
 
 
-def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> Section | None:
-    """What keeps domino from nocomm in this run (``analysis.limits``): the profiled step
-    gap split into its measured parts (the split's cost from domino-nocomm, exposed comm's
-    step cost, or the exposed comm where the analysis lacks it, overlap tax, host) and the
-    residual, or without domino-nocomm into the same exposed part, overlap tax, host and
-    the rest (a remainder). None without domino and nocomm."""
-    d = limits(run, analyses)
+def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable], *,
+                  mode: str = "domino") -> Section | None:  # fmt: skip
+    """What keeps ``mode`` (domino or domino-sp) from nocomm in this run
+    (``analysis.limits``): the profiled step gap split into its measured parts (the
+    split's cost from domino-nocomm / domino-sp-nocomm, exposed comm's step cost, or the
+    exposed comm where the analysis lacks it, overlap tax, host) and the residual, or
+    without the split's mode into the same exposed part, overlap tax, host and the rest (a
+    remainder). None without ``mode`` and nocomm."""
+    d = limits(run, analyses, mode=mode)
     if d is None:
         return None
     split_mode = d.get("split_mode")
-    rows = [["profiled step gap (domino − nocomm)", fmt(d["gap_ms"], ".2f", " ms")]]
+    rows = [[f"profiled step gap ({mode} − nocomm)", fmt(d["gap_ms"], ".2f", " ms")]]
     if split_mode:
         rows.append([f"the split's own cost ({split_mode} − nocomm, measured)",
                      fmt(d["split_ms"], ".2f", " ms")])  # fmt: skip
@@ -895,7 +897,7 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> 
                      + concurrent_text(d) + "; the residual holds it)",
                      fmt(None, ".2f", " ms")])  # fmt: skip
     else:
-        rows.append([f"overlap tax (domino's compute − {split_mode}'s, class by class)"
+        rows.append([f"overlap tax ({mode}'s compute − {split_mode}'s, class by class)"
                      if split_mode else "overlap tax (compute slowed under comm)",
                      fmt(d["overlap_tax_ms"], ".2f", " ms")])  # fmt: skip
     if d.get("host_ms") is not None:
@@ -916,8 +918,9 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable]) -> 
              for t in d["top_exposed"]]  # fmt: skip
     cap = ("Per rank and profiled step (docs/METRICS.md, Extension: what limits domino). "
            + d["text"])
-    return Section("limits", "What limits domino here", cap,
-                   Table(["part", "ms per step"], rows, [False, True]))
+    return Section("limits" if mode == "domino" else f"limits-{mode}",
+                   f"What limits {mode} here", cap,
+                   Table(["part", "ms per step"], rows, [False, True]))  # fmt: skip
 
 
 def overlap_verdict(comp: list[dict], *, verdict: list[dict] | None = None) -> str:

@@ -300,9 +300,10 @@ def render_run_report(
             m: (getattr(a, "totals", None) or {}).get("hidden_pct") for m, a in analyses.items()
         }
         secs = [F.mode_comparison(run, hidden_pct=hidden)]
-        lim = F.domino_limits(run, analyses)
-        if lim is not None:
-            secs.append(lim)
+        for m in ("domino", "domino-sp"):  # what keeps each from nocomm (analysis.limits)
+            lim = F.domino_limits(run, analyses, mode=m)
+            if lim is not None:
+                secs.append(lim)
         page.group(secs, prefix="modes", heading="All modes")
     # domino (the schedule under study) first, then the run's order
     order = sorted(analyses, key=lambda m: (m != "domino", list(analyses).index(m)))
