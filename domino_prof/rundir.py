@@ -49,7 +49,8 @@ class Run:
     def overlaps(self, mode: str) -> bool:
         """Whether the mode overlaps comm with compute by design (micro-batched, async
         collectives: domino, domino-sp). tp and sp wait for every collective at once
-        (0 % hidden is right for them) and nocomm and domino-nocomm have no comm."""
+        (0 % hidden is right for them) and nocomm, domino-nocomm and domino-sp-nocomm have
+        no comm."""
         flag = self.entry(mode).get("overlap")
         if isinstance(flag, bool):
             return flag
@@ -162,13 +163,22 @@ class Target:
                     f"{where} has modes {', '.join(names)}, none of which overlaps comm by "
                     f"design: pick one with {opt('mode')} NAME"
                 )
-            rest = ", ".join(m for m in names if m not in chosen)
+            rest = [m for m in names if m not in chosen]
             s = "s" if len(chosen) > 1 else ""
             which = ", ".join(f"'{m}'" for m in chosen)
+            why = []  # of the modes left out, those of the registry, in two kinds
+            sync = [m for m in rest if m in ("tp", "sp")]
+            none = [m for m in rest if m.endswith("nocomm")]
+            if sync:
+                why.append(f"{_and(sync)} wait{'s' if len(sync) == 1 else ''} for every "
+                           "collective")  # fmt: skip
+            if none:
+                why.append(f"{_and(none)} {'has' if len(none) == 1 else 'have'} none")
             note = (
                 f"{verb} mode{s} {which} of {where}: the mode{s} that overlap comm by "
-                f"design (not {rest}: tp and sp wait for every collective, nocomm and "
-                f"domino-nocomm have none; {opt('mode')} NAME picks one)"
+                f"design (not {', '.join(rest)}"
+                + (": " + ", ".join(why) if why else "")
+                + f"; {opt('mode')} NAME picks one)"
             )
             return chosen, [note]
         if PRIMARY_MODE in names:
@@ -262,3 +272,8 @@ def lock_holder(out: str | os.PathLike) -> dict | None:
         return None
     finally:
         os.close(fd)
+
+
+def _and(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -125,6 +125,9 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     )  # fmt: skip
     assert g.returncode == 0, g.stdout + g.stderr
     assert "checking modes 'domino', 'domino-sp'" in g.stderr
+    assert ("(not tp, nocomm, domino-nocomm, sp, domino-sp-nocomm: tp and sp wait for every "
+            "collective, nocomm, domino-nocomm and domino-sp-nocomm have none; --mode NAME "
+            "picks one)") in " ".join(g.stderr.split())  # fmt: skip
     assert [ln.split()[0] for ln in g.stdout.splitlines()[2:6]] == ["domino"] * 2 + [
         "domino-sp"] * 2  # fmt: skip
 
