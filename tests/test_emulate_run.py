@@ -62,14 +62,23 @@ def test_comm_default_keeps_todays_backends():
 
 @pytest.mark.parametrize("tp", [2, 4, 8])
 def test_emulate_defaults_to_the_shipped_profile_of_R(tp, monkeypatch):
-    for v in ("DOMINO_PROF_CE_GBPS", "DOMINO_PROF_CE_PACE", "DOMINO_PROF_EMULATE_KERNEL"):
+    for v in ("DOMINO_PROF_CE_GBPS", "DOMINO_PROF_CE_PACE", "DOMINO_PROF_EMULATE_KERNEL",
+              "DOMINO_PROF_EMULATE_TENSORS"):  # fmt: skip
         monkeypatch.delenv(v, raising=False)
     c = _cuda_cfg(tp=tp).validate()
     assert (c.comm, c.comm_profile, c.world_size) == ("emulate", f"h200-nvlink-tp{tp}", 1)
     info = comm_info(c)
     assert info == {"kind": "emulated", "profile": f"h200-nvlink-tp{tp}", "profile_file": None,
                     "label": f"emulated comm (profile h200-nvlink-tp{tp})", "ranks": tp,
-                    "rank": 0, "kernel": "paced", "ctas": None, "engine": "sm"}  # fmt: skip
+                    "rank": 0, "kernel": "paced", "ctas": None, "engine": "sm",
+                    "tensors": "held"}  # fmt: skip
+    monkeypatch.setenv("DOMINO_PROF_EMULATE_TENSORS", "record_stream")
+    assert comm_info(c)["tensors"] == "record_stream"
+    monkeypatch.setenv("DOMINO_PROF_EMULATE_TENSORS", "recorded")
+    with pytest.raises(ConfigError, match="DOMINO_PROF_EMULATE_TENSORS='recorded': give held "
+                                          "or record_stream"):  # fmt: skip
+        comm_info(c)
+    monkeypatch.delenv("DOMINO_PROF_EMULATE_TENSORS")
     assert info["label"] == label(f"h200-nvlink-tp{tp}")
     ce_info = comm_info(_cuda_cfg(tp=tp, comm_engine="ce").validate())
     assert (ce_info["engine"], ce_info["ce"]["bw_gbps"], ce_info["ce"]["pace"]) == ("ce", 330.0, "phase")
@@ -314,7 +323,8 @@ def test_run_json_has_the_comm_block_and_meaningless_losses(emulated_run):
     run = emulated_run["run"]
     assert run["comm"] == {"kind": "emulated", "profile": "h200-nvlink-tp2",
                            "profile_file": None, "label": LABEL2, "ranks": 2, "rank": 0,
-                           "kernel": "paced", "ctas": None, "engine": "sm"}  # fmt: skip
+                           "kernel": "paced", "ctas": None, "engine": "sm",
+                           "tensors": "held"}  # fmt: skip
     assert run["backend"] == "emulated"
     assert run["config"]["comm_profile"] == "h200-nvlink-tp2"
     for mode, r in run["modes"].items():
@@ -512,3 +522,57 @@ def test_pack_runs_caps_the_trace_tarballs_and_lists_what_did_not_fit(tmp_path, 
     with tarfile.open(out / "t-1.tgz") as t:
         assert sorted(t.getnames()) == sorted(x["file"] for x in manifest["traces"])
     assert not (out / "t-2.tgz").exists()
+
+
+# --- a collective's tensors until it is done (emulate.hold, EmulatedWork) ----------------
+class _Comm:
+    """What hold() and EmulatedWork read of an EmulatedComm."""
+
+    def __init__(self, record: bool):
+        self.record_streams, self.stream, self.waited = record, "comm-stream", []
+
+    def _wait(self, slot, gen):
+        self.waited.append((slot, gen))
+
+
+class _Tensor:
+    """A tensor's record_stream, counted; weak-referenceable like a torch tensor."""
+
+    def __init__(self):
+        self.recorded = []
+
+    def record_stream(self, stream):
+        self.recorded.append(stream)
+
+
+def test_the_work_holds_its_tensors_until_wait():
+    # the default (c10d since PyTorch 2.7): no record_stream; the Work holds t and out and
+    # lets go of them once the current stream waits for the collective
+    import gc
+    import weakref
+
+    from domino_prof.reference_model.emulate import EmulatedWork, hold
+
+    comm, t, out = _Comm(record=False), _Tensor(), _Tensor()
+    refs = weakref.ref(t), weakref.ref(out)
+    work = EmulatedWork(comm, 3, 7, hold(comm, t, out))
+    del t, out
+    gc.collect()
+    assert all(r() is not None for r in refs)  # held by the Work alone
+    assert refs[0]().recorded == refs[1]().recorded == []
+    work.wait()
+    gc.collect()
+    assert comm.waited == [(3, 7)] and all(r() is None for r in refs)
+
+
+def test_record_stream_when_asked_and_never_under_capture(monkeypatch):
+    import torch
+
+    from domino_prof.reference_model.emulate import hold
+
+    comm, t, out = _Comm(record=True), _Tensor(), _Tensor()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert hold(comm, t, out) is None and t.recorded == out.recorded == ["comm-stream"]
+    assert hold(comm, t, t) is None and t.recorded == ["comm-stream"] * 2  # in place: once
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert hold(comm, t, out) is None and out.recorded == ["comm-stream"]  # unchanged

@@ -263,6 +263,8 @@ def comm_info(cfg: RunConfig) -> dict:
         "ctas": getattr(cfg, "comm_ctas", None),
         # --comm-engine: how the collectives move data (emulation/ce.py for "ce")
         "engine": engine,
+        # how a collective keeps its tensors until done (DOMINO_PROF_EMULATE_TENSORS)
+        "tensors": comm_tensors(),
         **extra,
     }
 
@@ -296,6 +298,23 @@ def _lane_choice(name: str, choices: tuple[str, ...]) -> str:
     if v not in choices:
         raise ValueError(f"{name}={v!r}: give {' or '.join(choices)}")
     return v
+
+
+COMM_TENSORS = ("held", "record_stream")  # the first is the default
+
+
+def comm_tensors() -> str:
+    """How an emulated collective keeps its tensors from the caching allocator until it is
+    done, from ``DOMINO_PROF_EMULATE_TENSORS``: ``held`` (the default: its Work holds them
+    until ``wait()``, as c10d's NCCL backend has since PyTorch 2.7, pytorch/pytorch#148590)
+    or ``record_stream`` (each tensor ``record_stream``-ed on the comm stream: the emulator
+    before 2026-12-07, for an A/B of eager host cost; then every later allocation of the
+    step polls the comm's events, host work real NCCL no longer does). A bad value is a
+    ConfigError (one line)."""
+    try:
+        return _lane_choice("DOMINO_PROF_EMULATE_TENSORS", COMM_TENSORS)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 LANE_COMMS = ("shared", "own")  # the first is the default

@@ -17,9 +17,14 @@ Values are meaningless and labelled so: all_reduce leaves ``t`` as it was, all_g
 fills ``out``'s own slot and the next R-2 slots with ``t``, reduce_scatter writes t's own
 rows into ``out``.
 
-Stream hazards: ``t`` and ``out`` are used on the comm stream; outside CUDA-graph
-capture they are ``record_stream``-ed there (as c10d's NCCL backend does) so the
-caching allocator does not hand their memory out before the kernel is done.
+Stream hazards: ``t`` and ``out`` are used on the comm stream, so the Work holds them
+until ``wait()`` (after which the current stream is ordered behind the collective), as
+c10d's NCCL backend does since PyTorch 2.7 (pytorch/pytorch#148590 removed its
+``record_stream`` calls: the tensors are stashed in the Work, unconditionally). A
+``record_stream`` per tensor made every later allocation of the step poll the comm's
+events in the caching allocator, host work real NCCL no longer does;
+``DOMINO_PROF_EMULATE_TENSORS=record_stream`` restores it, for an A/B of the eager host
+cost (``config.comm_tensors``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from domino_prof.emulation.plan import Copy, plan
 from domino_prof.emulation.profile import DEFAULT_THREADS, Entry, Profile, load_profile
 from domino_prof.emulation.ring import PacedPlan, paced_plan, step_table
 from domino_prof.errors import ConfigError
-from domino_prof.reference_model.config import COMM_ENGINES
+from domino_prof.reference_model.config import COMM_ENGINES, comm_tensors
 
 # the stand-in kernels (docs/EMULATION.md §3 and §3b): "paced", the default, runs the ring
 # algorithm's local HBM traffic paced over the modelled time with the real kernel's
@@ -206,16 +211,34 @@ class EventRing:
         self._events[slot].wait(stream)
 
 
+def hold(comm: EmulatedComm, t: Any, out: Any) -> tuple | None:
+    """What a collective's Work holds until ``wait()``: (t, out), or None where they were
+    ``record_stream``-ed instead (``DOMINO_PROF_EMULATE_TENSORS=record_stream``; never
+    under graph capture, whose stream dependencies hold them)."""
+    if not comm.record_streams:
+        return (t, out)
+    import torch
+
+    if not torch.cuda.is_current_stream_capturing():
+        t.record_stream(comm.stream)
+        if out is not t:
+            out.record_stream(comm.stream)
+    return None
+
+
 class EmulatedWork:
-    """``wait()``: the current stream waits for the emulated collective (NCCL's Work)."""
+    """``wait()``: the current stream waits for the emulated collective (NCCL's Work);
+    the collective's tensors (``stash``) are held until then, as c10d's Work holds them
+    (module doc), and let go after."""
 
-    __slots__ = ("_comm", "_gen", "_slot")
+    __slots__ = ("_comm", "_gen", "_slot", "_stash")
 
-    def __init__(self, comm: EmulatedComm, slot: int, gen: int) -> None:
-        self._comm, self._slot, self._gen = comm, slot, gen
+    def __init__(self, comm: EmulatedComm, slot: int, gen: int, stash: tuple | None = None) -> None:
+        self._comm, self._slot, self._gen, self._stash = comm, slot, gen, stash
 
     def wait(self) -> None:
         self._comm._wait(self._slot, self._gen)
+        self._stash = None
 
 
 class EmulatedComm:
@@ -293,6 +316,8 @@ class EmulatedComm:
         self.label = self.profile.label
         self.stream = stream if stream is not None else torch.cuda.Stream(self.device)
         self.fast = fast
+        # DOMINO_PROF_EMULATE_TENSORS (config.comm_tensors): record_stream, else held
+        self.record_streams = comm_tensors() == "record_stream"
         self.launch_path = "compiled" if fast else "jit"
         self.refused: str | None = None  # why the compiled launch was refused, if it was
         self._prepared: dict[tuple, Prepared] = {}
@@ -391,11 +416,7 @@ class EmulatedComm:
                 self._launch_jit(prep, t, out)
         else:
             self._launch_jit(prep, t, out)
-        if not torch.cuda.is_current_stream_capturing():
-            t.record_stream(self.stream)
-            if out is not t:
-                out.record_stream(self.stream)
-        work = EmulatedWork(self, *self._ring.record(self.stream))
+        work = EmulatedWork(self, *self._ring.record(self.stream), hold(self, t, out))
         if async_op:
             return work
         work.wait()
@@ -455,11 +476,7 @@ class EmulatedComm:
                     dst = {"t": t.view(-1), "out": out.view(-1), "red": prep.red}[ph.reduce_to]
                     torch.mean(prep.ws.view(self.size, -1), dim=0, out=dst)
                 reduced(h)
-        if not torch.cuda.is_current_stream_capturing():
-            t.record_stream(self.stream)
-            if out is not t:
-                out.record_stream(self.stream)
-        work = EmulatedWork(self, *self._ring.record(self.stream))
+        work = EmulatedWork(self, *self._ring.record(self.stream), hold(self, t, out))
         if async_op:
             return work
         work.wait()
@@ -576,13 +593,9 @@ class EmulatedComm:
                 prep.paced.launch(t.data_ptr(), out.data_ptr(), self.stream.cuda_stream)
             else:
                 launch_kernel(launch, t, out)
-            if not torch.cuda.is_current_stream_capturing():
-                t.record_stream(self.stream)
-                if out is not t:
-                    out.record_stream(self.stream)
             done = torch.cuda.Event()
             done.record(self.stream)
-        work = _PlainWork(done, self.device)
+        work = _PlainWork(done, self.device, hold(self, t, out))
         if async_op:
             return work
         work.wait()
@@ -642,13 +655,16 @@ class _CePrepared:
 
 
 class _PlainWork:
-    """The plain path's Work: a new event per collective."""
+    """The plain path's Work: a new event per collective; holds ``stash`` as
+    :class:`EmulatedWork` does."""
 
-    def __init__(self, event: Any, device: Any) -> None:
+    def __init__(self, event: Any, device: Any, stash: tuple | None = None) -> None:
         self._event = event
         self._device = device
+        self._stash = stash
 
     def wait(self) -> None:
         import torch
 
         torch.cuda.current_stream(self._device).wait_event(self._event)
+        self._stash = None

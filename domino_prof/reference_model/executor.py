@@ -20,7 +20,8 @@ segment graphs, one launch per step, no in-flight cap. Segments run as in eager 
 inside the capture. A tensor a collective reads or writes is held from its launch until
 the compute stream waits for it (the side stream: until the streams join), so the
 capture's allocator does not hand its block to a later kernel while the comm stream can
-still touch it (outside a capture the comm's ``record_stream`` does that). The profiler
+still touch it (outside a capture the collective's Work holds it until waited for: c10d's
+NCCL backend since PyTorch 2.7, and the emulator). The profiler
 sees one graph launch per step: kernels keep their names and grids but not the
 ``record_function`` range they were issued in.
 
