@@ -273,7 +273,9 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
                 # by design, not a fault: a CPU mode without collectives has nothing to
                 # overlap (on a GPU its kernels are analysed)
                 why = f"{mode} runs no collectives by design, so it has no overlap figures"
-                run["notes"].append(f"{why}; its timed steps are the comm-free bound")
+                what = ("the comm-free bound" if mode == "nocomm" else "its schedule without "
+                        "comm (the split's own cost, against nocomm's)")  # fmt: skip
+                run["notes"].append(f"{why}; its timed steps are {what}")
             else:
                 run["notes"].append(f"{mode}: traces not analysed: {why}")
             r["hidden_pct"] = None

@@ -489,6 +489,10 @@ def test_the_nocomm_section_says_in_one_line_why_it_is_empty(tmp_path):
         "is the timed step of tp against that of nocomm (the modes table)"
     )
     assert not_analysed("tp", reason).reason == f"Not analysed: {reason}"
+    for m in ("domino-nocomm", "domino-sp-nocomm"):  # the split's modes: the same, in its words
+        assert not_analysed(m, reason).reason == (
+            f"{m} runs no collectives, so its trace has no comm to analyse; what its "
+            "schedule's split costs is its timed step against that of nocomm (the modes table)")
     run = tmp_path / "run"
     _cpu_trace(run / "tp")
     (run / "nocomm").mkdir()

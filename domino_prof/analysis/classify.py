@@ -166,7 +166,7 @@ def no_activity_error(trace: Trace) -> NoActivityError:
         return NoActivityError(
             trace.source or "trace",
             "CPU (gloo) trace without any gloo:* collective: there is no comm to overlap",
-            "profile a step that communicates (a nocomm run has none by design)",
+            "profile a step that communicates (nocomm and the *-nocomm modes have none by design)",
         )
     return NoActivityError(
         trace.source or "trace",

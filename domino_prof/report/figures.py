@@ -1072,11 +1072,20 @@ NOCOMM_EMPTY = (
 )
 
 
+SPLIT_NOCOMM_EMPTY = (
+    "{mode} runs no collectives, so its trace has no comm to analyse; what its schedule's "
+    "split costs is its timed step against that of nocomm (the modes table)"
+)
+
+
 def not_analysed(mode: str | None, reason: str) -> Unavailable:
     """What a mode's place in a report says when its traces could not be analysed: for
-    nocomm one line saying why it is empty (no comm by design), else the reason."""
+    nocomm, domino-nocomm and domino-sp-nocomm one line saying why it is empty (no comm by
+    design), else the reason."""
     if mode == "nocomm":
         return Unavailable(NOCOMM_EMPTY)
+    if mode is not None and mode.endswith("-nocomm"):
+        return Unavailable(SPLIT_NOCOMM_EMPTY.format(mode=mode))
     return Unavailable(f"Not analysed: {reason}")
 
 
