@@ -166,9 +166,12 @@ class Target:
             rest = [m for m in names if m not in chosen]
             s = "s" if len(chosen) > 1 else ""
             which = ", ".join(f"'{m}'" for m in chosen)
+            from domino_prof.reference_model import modes  # (imported here: start-up)
+
             why = []  # of the modes left out, those of the registry, in two kinds
-            sync = [m for m in rest if m in ("tp", "sp")]
-            none = [m for m in rest if m.endswith("nocomm")]
+            kinds = {m: modes.MODES.get(m) for m in rest}
+            sync = [m for m, k in kinds.items() if k and not k.micro_batched and not k.skips_comm]
+            none = [m for m, k in kinds.items() if k and k.skips_comm]
             if sync:
                 why.append(f"{_and(sync)} wait{'s' if len(sync) == 1 else ''} for every "
                            "collective")  # fmt: skip

@@ -23,7 +23,7 @@ from domino_prof import __version__
 from domino_prof.analysis import timeline as tl
 from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
 from domino_prof.analysis.document import Analysis
-from domino_prof.analysis.limits import concurrent_text, limits
+from domino_prof.analysis.limits import SPLIT_MODES, concurrent_text, limits
 from domino_prof.analysis.results import Overheads, Stats, Where
 from domino_prof.rundata import comparison_table, verdict_reason, verdict_text, verdicts
 
@@ -1084,7 +1084,7 @@ def not_analysed(mode: str | None, reason: str) -> Unavailable:
     design), else the reason."""
     if mode == "nocomm":
         return Unavailable(NOCOMM_EMPTY)
-    if mode is not None and mode.endswith("-nocomm"):
+    if mode in SPLIT_MODES.values():
         return Unavailable(SPLIT_NOCOMM_EMPTY.format(mode=mode))
     return Unavailable(f"Not analysed: {reason}")
 
