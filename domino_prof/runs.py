@@ -182,10 +182,10 @@ def _analyse_and_write(out: Path, run: dict, *, analyze: bool) -> None:
     run["comparison"] = comparison_rows(timed)
     run["verdict"] = verdicts(timed)
     if analyses:  # what keeps domino (limits) and domino-sp (limits_sp) from nocomm
-        from domino_prof.analysis.limits import RUN_KEYS, limits_by_mode
+        from domino_prof.analysis.limits import limits_by_mode
 
         lims = limits_by_mode(run, analyses)  # a key absent without the mode and nocomm
-        for key in RUN_KEYS.values():
+        for key in mode_registry.RUN_KEYS.values():
             if key in lims:
                 run[key] = lims[key]
             else:

@@ -39,6 +39,7 @@ _RANK_MODULES = {
     "test_schedule_extension",  # a 2-rank mp.spawn job
     "test_gloo_trace",  # a 2-rank gloo job (tests/gloo_job.py)
     "test_dask_processes",  # a scheduler and two worker processes, one of them killed
+    "test_device_image",  # `run --no-analyze`, 2 ranks, without msgspec / plotly
 }
 _LONG_FIRST = [  # in-process modules of ~10-40 s on the shared 2-core box, longest first;
     # the many short ones follow (collection order), so both workers end together

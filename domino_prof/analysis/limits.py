@@ -72,15 +72,11 @@ import pandas as pd
 
 from domino_prof.analysis.document import table
 from domino_prof.analysis.overlap_tax import against
+from domino_prof.reference_model.modes import RUN_KEYS, SPLIT_MODES  # torch-free registry
 
 LAYER_OP = re.compile(r"^(fwd|bwd)\.layer_(attn|mlp)_(\d+)_batch_(\d+)$")
 ADDS_UP_SHARE = 0.05  # the parts add up when |residual| <= this share of the gap
-SPLIT_MODE = "domino-nocomm"
-# each overlapped schedule's mode with its collectives skipped (the split's own cost), and
-# the run.json key of its decomposition (runs.py; domino's key predates domino-sp's). The
-# run, the report and tune read both from here.
-SPLIT_MODES = {"domino": SPLIT_MODE, "domino-sp": "domino-sp-nocomm"}
-RUN_KEYS = {"domino": "limits", "domino-sp": "limits_sp"}
+SPLIT_MODE = SPLIT_MODES["domino"]  # domino-nocomm
 
 
 def _get(a: Any, key: str) -> Any:

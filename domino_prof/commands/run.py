@@ -99,7 +99,6 @@ def print_comparison(run: dict) -> None:
     from rich.console import Console
 
     from domino_prof.commands._format import DOMINO_NOCOMM_NOTE, NOCOMM_NOTE, modes_table
-    from domino_prof.analysis.limits import RUN_KEYS, SPLIT_MODES
     from domino_prof.rundata import comm_label, verdict_reason, verdict_text
 
     label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
@@ -112,7 +111,7 @@ def print_comparison(run: dict) -> None:
         why = verdict_reason(run)
         if why:  # when this run cannot show overlap pay off: why, in one sentence
             print(f"why: {why}")
-    for key in RUN_KEYS.values():  # what keeps domino, domino-sp from nocomm
+    for key in _modes.RUN_KEYS.values():  # what keeps domino, domino-sp from nocomm
         lim = run.get(key)
         if lim and lim.get("text"):  # analysis.limits
             print(f"what limits {lim['mode']}{' (' + label + ')' if label else ''}: "
@@ -121,7 +120,7 @@ def print_comparison(run: dict) -> None:
         print(f"{label}: one GPU ran rank 0's shard; losses meaningless", file=sys.stderr)
     if "nocomm" in run["modes"]:
         Console(stderr=True).print(f"[dim]{NOCOMM_NOTE}[/dim]")
-    for m in SPLIT_MODES.values():
+    for m in _modes.SPLIT_MODES.values():
         if m in run["modes"]:
             Console(stderr=True).print(f"[dim]{DOMINO_NOCOMM_NOTE.format(m=m)}[/dim]")
 

@@ -290,13 +290,11 @@ def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
     timed step and interval, its fraction of nocomm (``comparison``'s ``frac_of_nocomm``
     and interval), the schedule over its no-comm mode (domino / domino-nocomm, domino-sp /
     domino-sp-nocomm: paired blocks; None in a run without it) and the schedule's limits
-    decomposition (run.json's ``limits``, ``limits_sp``: analysis.limits.RUN_KEYS)."""
-    from domino_prof.analysis.limits import RUN_KEYS, SPLIT_MODES
-
+    decomposition (run.json's ``limits``, ``limits_sp``: the mode registry's RUN_KEYS)."""
     m = (run.get("modes") or {}).get(schedule) or {}
     row = _row(run, schedule)
-    dn = mode_ratio(run.get("modes") or {}, schedule, SPLIT_MODES[schedule])
-    lim = run.get(RUN_KEYS[schedule])
+    dn = mode_ratio(run.get("modes") or {}, schedule, _modes.SPLIT_MODES[schedule])
+    lim = run.get(_modes.RUN_KEYS[schedule])
     return {
         "domino_step_ms": m.get("step_ms"),
         "domino_step_ms_interval": m.get("step_ms_interval"),

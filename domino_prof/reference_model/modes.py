@@ -152,3 +152,13 @@ register_mode("domino-sp", schedule="domino-sp",
 register_mode("domino-sp-nocomm", schedule="domino-sp", comm="skip",
               description="domino-sp's micro-batch split with every collective skipped: "
               "its own cost, numbers meaningless")  # fmt: skip
+
+# each overlapped schedule -> its mode with every collective skipped (the split's own cost:
+# analysis.limits), and the run.json key of its decomposition (runs.py; domino's key
+# predates domino-sp's). run, tune, the report and analysis.limits read both from here:
+# run and tune print them on the GPU machine, whose image has torch but not the trace
+# engine's decoder (msgspec), so they must not come through the analysis package.
+SPLIT_MODES: dict[str, str] = {
+    m.schedule: m.name for m in MODES.values() if m.skips_comm and m.micro_batched
+}
+RUN_KEYS: dict[str, str] = {"domino": "limits", "domino-sp": "limits_sp"}

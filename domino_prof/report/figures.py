@@ -23,8 +23,9 @@ from domino_prof import __version__
 from domino_prof.analysis import timeline as tl
 from domino_prof.analysis.cpu_threads import busy_threads, cpu_count_of, why_text
 from domino_prof.analysis.document import Analysis
-from domino_prof.analysis.limits import SPLIT_MODES, concurrent_text, limits
+from domino_prof.analysis.limits import concurrent_text, limits
 from domino_prof.analysis.results import Overheads, Stats, Where
+from domino_prof.reference_model.modes import SPLIT_MODES
 from domino_prof.rundata import comparison_table, verdict_reason, verdict_text, verdicts
 
 COLORS = {

@@ -20,8 +20,8 @@ import plotly.io as pio
 
 from domino_prof import __version__
 from domino_prof.analysis.document import Analysis
-from domino_prof.analysis.limits import RUN_KEYS
 from domino_prof.io import atomic_write_text
+from domino_prof.reference_model.modes import RUN_KEYS
 from domino_prof.report import figures as F
 from domino_prof.rundata import comm_label
 
@@ -301,7 +301,7 @@ def render_run_report(
             m: (getattr(a, "totals", None) or {}).get("hidden_pct") for m, a in analyses.items()
         }
         secs = [F.mode_comparison(run, hidden_pct=hidden)]
-        for m in RUN_KEYS:  # what keeps domino, domino-sp from nocomm (analysis.limits)
+        for m in RUN_KEYS:  # what keeps domino, domino-sp from nocomm (the mode registry)
             lim = F.domino_limits(run, analyses, mode=m)
             if lim is not None:
                 secs.append(lim)

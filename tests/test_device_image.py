@@ -1,0 +1,84 @@
+"""What `run` and `tune` need where the model trains: the GPU machine's image has torch,
+pandas, numpy, typer and rich, but not the trace engine's decoder (msgspec), plotly or
+orjson (docs/ARCHITECTURE.md §4). A run with ``--no-analyze`` must train, write its run
+directory and print its comparison there; tune must read its candidates' run.json there.
+
+On 2026-12-07 every `run` of an emulated headline on one H100 ended in
+``ModuleNotFoundError: No module named 'msgspec'`` after its last mode: its printout read
+two mode maps through ``analysis.limits``, which imports the trace engine. Here those
+packages are made unimportable (a package of each name on PYTHONPATH that raises, in the
+rank processes too) and the same path runs on CPU, tp 2 with gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ABSENT = ("msgspec", "plotly", "orjson")  # not on the device image
+
+
+def _env(tmp: Path) -> dict:
+    block = tmp / "absent"
+    for name in ABSENT:
+        (block / name).mkdir(parents=True, exist_ok=True)
+        (block / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError('No module named {name!r} (absent on the device image)')\n"
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(block), str(ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.fixture(scope="module")
+def device_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("device-image")
+    out = tmp / "run"
+    env = _env(tmp)
+    cmd = [sys.executable, "-m", "domino_prof.commands.run", "--device", "cpu", "--tp", "2",
+           "--model", "tiny", "--seq", "64", "--mode", "all", "--steps", "2", "--block-steps",
+           "1", "--profile-steps", "1", "--no-analyze", "--out", str(out)]  # fmt: skip
+    p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=240)
+    return p, out, env
+
+
+def test_run_no_analyze_needs_neither_decoder_nor_plotly(device_run):
+    p, out, _ = device_run
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and "ModuleNotFoundError" not in p.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "complete"
+    timed = [m for m, r in run["modes"].items() if r.get("step_ms") is not None]
+    assert "domino-sp-nocomm" in timed and "domino-nocomm" in timed
+    # the printout ran to its end: the no-comm notes of both split modes (stderr)
+    err = " ".join(p.stderr.split())
+    assert "domino-nocomm skips every TP collective" in err
+    assert "domino-sp-nocomm skips every TP collective" in err
+    assert not (out / "report.html").exists()  # no analysis: no report, and it says so
+    assert "--reanalyze" in err
+
+
+def test_tune_reads_a_candidate_without_the_decoder(device_run):
+    """tune's reading of a candidate's run.json (candidate_numbers) in the same image."""
+    p, out, env = device_run
+    assert p.returncode == 0
+    code = (
+        "import json, sys\n"
+        "from domino_prof.commands import tune\n"
+        "run = json.load(open(sys.argv[1]))\n"
+        "got = tune.candidate_numbers(run, 'domino-sp')\n"
+        f"assert not any(m in sys.modules for m in {ABSENT!r})\n"
+        "print(json.dumps(got))\n"
+    )
+    q = subprocess.run([sys.executable, "-c", code, str(out / "run.json")], env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert q.returncode == 0, q.stderr[-2000:]
+    got = json.loads(q.stdout)
+    run = json.loads((out / "run.json").read_text())
+    assert got["domino_step_ms"] == run["modes"]["domino-sp"]["step_ms"]
+    assert got["limits"] is None  # not analysed: no decomposition, and none invented
