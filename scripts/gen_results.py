@@ -134,6 +134,8 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--overlap-gemm {cfg['overlap_gemm']}")
     if cfg.get("high_priority_comm"):
         parts.append("--high-priority-comm")
+    elif cfg.get("device") == "cuda":  # on by default on CUDA since 2026-12-07: say it was off
+        parts.append("--no-high-priority-comm")
     return parts
 
 
@@ -651,8 +653,9 @@ SECTIONS: list[dict] = [
         "args": {"runs": RUNS_04D_KNOBS},
         "text": "The carveout narrows domino-nocomm's GEMMs too, so it costs domino more "
                 "than it gives, and helps domino-sp, whose small chain segments run on a "
-                "side stream beside the GEMMs. Every knob is off by default. The table of "
-                "domino-sp's figures: reports/emulated-h200-2026-12-04d/README.md.",
+                "side stream beside the GEMMs. Every knob was off by default then "
+                "(high-priority comm is on by default on CUDA since 2026-12-07). The table "
+                "of domino-sp's figures: reports/emulated-h200-2026-12-04d/README.md.",
     },
     {
         "title": "Each micro-batch on a stream of its own, `--mb-streams 2` (emulated comm)",

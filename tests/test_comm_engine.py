@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from tracegen import TraceBuilder
@@ -285,16 +286,122 @@ def test_lane_phase_measures_the_gap_between_the_lanes_calls():
 
 
 def test_comm_ctas_without_a_curve_is_refused_before_any_mode_runs():
-    """--comm-ctas under --comm emulate needs each needed entry's per-CTA bandwidth curve.
-    The shipped h200-nvlink-tp8 has one for the all-reduce only (published 8-CTA figures),
-    so the all-reduce modes take --comm-ctas 16, and --mode all (sp's all-gathers and
-    reduce-scatters) is refused at validation: before 2026-12-06 it failed only once tp,
-    nocomm, domino and domino-nocomm had run (reports/emulated-h100-2026-12-06c/call1,
-    sm-ctas16-c16)."""
+    """--comm-ctas under --comm emulate needs each needed entry's per-CTA bandwidth curve,
+    checked at validation: before 2026-12-06 --mode all failed only once tp, nocomm,
+    domino and domino-nocomm had run (reports/emulated-h100-2026-12-06c/call1,
+    sm-ctas16-c16). h200-nvlink-tp8 has every curve since 2026-12-07 (the reduce-scatter's
+    and all-gather's derived from the all-reduce's); h200-nvlink-tp4 has none."""
     em = {"model": "llama3-3b", "tp": 8, "device": "cuda", "comm": "emulate", "comm_ctas": 16}
-    ok = _cfg(**em, modes=("tp", "domino")).validate()
+    ok = _cfg(**em).validate()  # every mode: sp's all-gathers and reduce-scatters too
     assert ok.comm_ctas == 16 and ok.comm_profile == "h200-nvlink-tp8"
-    with pytest.raises(ConfigError, match=r"entry reduce_scatter R=8 bfloat16 has no per-CTA "
+    tp4 = {**em, "tp": 4}
+    with pytest.raises(ConfigError, match=r"entry all_reduce R=4 bfloat16 has no per-CTA "
                                           r"bandwidth curve .* --comm-ctas 16"):  # fmt: skip
-        _cfg(**em).validate()  # every mode
-    assert _cfg(**{**em, "comm_ctas": 24}).validate().comm_ctas == 24  # the entries' own CTAs
+        _cfg(**tp4).validate()
+    assert _cfg(**{**tp4, "comm_ctas": 24}).validate().comm_ctas == 24  # the entries' own CTAs
+
+
+def test_reduce_scatter_and_all_gather_bandwidth_at_fewer_ctas():
+    """The derived curve of h200-nvlink-tp8's reduce-scatter and all-gather: the
+    all-reduce's published points (1 / 2 / 4 / 8 CTAs: 37.5 / 74.1 / 133.5 / 234 GB/s),
+    then linear up to the entry's own 24 CTAs and busbw (all-gather 350, reduce-scatter
+    360 GB/s). Hand-worked: at 12 CTAs 234 + (350 - 234) * 4 / 16 = 263 and
+    234 + (360 - 234) * 4 / 16 = 265.5 GB/s busbw, algbw = busbw * R / (R - 1); at 3 CTAs
+    74.1 + (133.5 - 74.1) / 2 = 103.8 for both."""
+    from domino_prof.emulation.profile import load_profile
+
+    prof = load_profile("h200-nvlink-tp8")
+    for coll, full, at12 in (("all_gather", 350.0, 263.0), ("reduce_scatter", 360.0, 265.5)):
+        e = prof.entry(coll, 8, "bfloat16")
+        assert e.busbw_at(12) == pytest.approx(at12, rel=1e-6)
+        assert e.busbw_at(3) == pytest.approx(103.8)
+        assert e.busbw_at(24) == e.busbw_at(32) == pytest.approx(full, rel=1e-6)
+        e12 = e.with_ctas(12)
+        assert e12.ctas == 12 and e12.algbw_gbps == pytest.approx(at12 * 8 / 7, rel=1e-6)
+        assert e12.alpha_us == e.alpha_us
+
+
+def test_comm_ctas_scope_is_checked_in_one_line():
+    em = {"model": "llama3-3b", "tp": 8, "device": "cuda", "comm": "emulate"}
+    cfg = _cfg(**em, comm_ctas=12, comm_ctas_scope="bwd").validate()
+    assert (cfg.comm_ctas, cfg.comm_ctas_scope) == (12, "bwd")
+    with pytest.raises(ConfigError, match=r"^--comm-ctas-scope must be one of all, bwd, got "):
+        _cfg(**em, comm_ctas=12, comm_ctas_scope="fwd").validate()
+    with pytest.raises(ConfigError, match=r"^--comm-ctas-scope bwd says which .* add "
+                                          r"--comm-ctas N$"):  # fmt: skip
+        _cfg(**em, comm_ctas_scope="bwd").validate()
+    with pytest.raises(ConfigError, match=r"^--comm-ctas-scope bwd runs with --comm emulate "
+                                          r"only"):  # fmt: skip
+        _cfg(model="llama3-3b", tp=8, device="cuda", comm="nccl", comm_ctas=12,
+             comm_ctas_scope="bwd").validate()  # fmt: skip
+
+
+def test_comm_ctas_scope_bwd_sends_the_backward_s_collectives_to_its_comm():
+    """``--comm-ctas-scope bwd`` (schedule._bwd_comm): the executor launches a collective
+    through ``bwd_comm`` while the schedule's phase is the backward, through the step's
+    comm otherwise. domino-sp on CPU at tp 1 (each collective a copy), 2 layers: the
+    forward's all-gathers and reduce-scatters (ag, rs) and the vocab-parallel loss's
+    all-reduces (max, sum) go to one comm, the backward's
+    (rsb, gag, nag, and the norm weights' all-reduce at the end) to the other, and the
+    gradients are bitwise those of a step with one comm."""
+    import torch
+
+    from domino_prof.reference_model import schedule as sched
+    from domino_prof.reference_model.comm import ProcessGroupComm, SkipComm
+    from domino_prof.reference_model.config import ModelConfig
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.schedule import StepRunner
+    from domino_prof.reference_model.verify import batch
+
+    class Rec(ProcessGroupComm):
+        def __init__(self, tag, log):
+            super().__init__()
+            self.tag, self.log = tag, log
+
+        def all_reduce(self, t, *, async_op, op="sum"):
+            self.log.append(self.tag)
+            return super().all_reduce(t, async_op=async_op, op=op)
+
+        def all_gather(self, out, t, *, async_op):
+            self.log.append(self.tag)
+            return super().all_gather(out, t, async_op=async_op)
+
+        def reduce_scatter(self, out, t, *, async_op):
+            self.log.append(self.tag)
+            return super().reduce_scatter(out, t, async_op=async_op)
+
+    cfg = ModelConfig(name="t", dim=32, ffn_dim=64, n_heads=4, n_kv_heads=2, n_layers=2,
+                      vocab_size=64)  # fmt: skip
+    inp, tgt = batch(cfg, mbs=2, seq=8, seed=3, device="cpu")
+    grads = {}
+    for scoped in (False, True):
+        log: list = []
+        fwd = Rec("fwd", log)
+        model = shard_model(cfg, fwd, seed=1, device="cpu", dtype=torch.float32)
+        r = StepRunner(model, fwd, schedule="domino-sp", splits=2, record=True,
+                       bwd_comm=Rec("bwd", log) if scoped else None)  # fmt: skip
+        r.step(inp, tgt)
+        launches = [k for ev, k in r.executor.events if ev == "launch"]
+        assert len(launches) == len(log)
+        by = {}
+        for key, tag in zip(launches, log):
+            by.setdefault(key[0], set()).add(tag)
+        if scoped:
+            assert by == {"ag": {"fwd"}, "rs": {"fwd"}, "max": {"fwd"}, "sum": {"fwd"},
+                          "rsb": {"bwd"}, "gag": {"bwd"}, "nag": {"bwd"},
+                          "norm-grads": {"bwd"}}  # fmt: skip
+        else:
+            assert set().union(*by.values()) == {"fwd"}
+        grads[scoped] = [p.grad.clone() for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(grads[False], grads[True]))
+
+    # build_runner's choice: the emulated comm's phase sibling at --comm-ctas N, only
+    # with --comm-ctas-scope bwd, and none for a comm with nothing to run
+    class Em:
+        def phase_sibling(self, n):
+            return ("sibling", n)
+
+    scope = SimpleNamespace(comm_ctas=12, comm_ctas_scope="bwd")
+    assert sched._bwd_comm(scope, Em()) == ("sibling", 12)
+    assert sched._bwd_comm(SimpleNamespace(comm_ctas=12, comm_ctas_scope="all"), Em()) is None
+    assert sched._bwd_comm(scope, SkipComm(8, 0)) is None

@@ -245,12 +245,14 @@ def test_comm_ctas_and_sm_carveout_plumbing(monkeypatch):
     fake_dist = SimpleNamespace(ProcessGroupNCCL=SimpleNamespace(Options=Options))
     cfg = RunConfig(model=tiny(), device="cuda", comm="nccl", comm_ctas=8).validate()
     o = train.pg_options(cfg, fake_dist)
-    assert (o.config.min_ctas, o.config.max_ctas, o.is_high_priority_stream) == (8, 8, False)
-    base = RunConfig(model=tiny(), device="cuda", comm="nccl").validate()
-    assert train.pg_options(base, fake_dist) is None  # today's: the library's defaults
-    hp = RunConfig(model=tiny(), device="cuda", comm="nccl", high_priority_comm=True).validate()
+    assert (o.config.min_ctas, o.config.max_ctas, o.is_high_priority_stream) == (8, 8, True)
+    base = RunConfig(model=tiny(), device="cuda", comm="nccl",
+                     high_priority_comm=False).validate()  # fmt: skip
+    assert train.pg_options(base, fake_dist) is None  # the library's defaults
+    hp = RunConfig(model=tiny(), device="cuda", comm="nccl").validate()  # on by default on CUDA
     o = train.pg_options(hp, fake_dist)
     assert o.is_high_priority_stream and o.config.max_ctas == -1
+    assert RunConfig(model=tiny(), device="cpu").validate().high_priority_comm is False
 
     from domino_prof.reference_model.carveout import carveout_of
 

@@ -70,8 +70,8 @@ def test_emulate_defaults_to_the_shipped_profile_of_R(tp, monkeypatch):
     info = comm_info(c)
     assert info == {"kind": "emulated", "profile": f"h200-nvlink-tp{tp}", "profile_file": None,
                     "label": f"emulated comm (profile h200-nvlink-tp{tp})", "ranks": tp,
-                    "rank": 0, "kernel": "paced", "ctas": None, "engine": "sm",
-                    "tensors": "held"}  # fmt: skip
+                    "rank": 0, "kernel": "paced", "ctas": None, "ctas_scope": "all",
+                    "engine": "sm", "tensors": "held"}  # fmt: skip
     monkeypatch.setenv("DOMINO_PROF_EMULATE_TENSORS", "record_stream")
     assert comm_info(c)["tensors"] == "record_stream"
     monkeypatch.setenv("DOMINO_PROF_EMULATE_TENSORS", "recorded")
@@ -266,8 +266,10 @@ def emulated_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("emu") / "run"
     out.mkdir()
     # validated as on CUDA, then run on CPU (validate refuses emulate on CPU)
+    # (no high-priority stream: the CPU stand-in has no CUDA stream to give a priority)
     cfg = replace(RunConfig(model=tiny(), tp=2, modes=MODES, comm="emulate", device="cuda",
-                            dtype="bfloat16").validate(), device="cpu", dtype="float32",
+                            dtype="bfloat16", high_priority_comm=False).validate(),
+                  device="cpu", dtype="float32",
                   warmup_steps=1, timed_steps=4, block_steps=2, profile_steps=1)  # fmt: skip
     mp = pytest.MonkeyPatch()
     CpuEmulatedComm.made = []
@@ -323,8 +325,8 @@ def test_run_json_has_the_comm_block_and_meaningless_losses(emulated_run):
     run = emulated_run["run"]
     assert run["comm"] == {"kind": "emulated", "profile": "h200-nvlink-tp2",
                            "profile_file": None, "label": LABEL2, "ranks": 2, "rank": 0,
-                           "kernel": "paced", "ctas": None, "engine": "sm",
-                           "tensors": "held"}  # fmt: skip
+                           "kernel": "paced", "ctas": None, "ctas_scope": "all",
+                           "engine": "sm", "tensors": "held"}  # fmt: skip
     assert run["backend"] == "emulated"
     assert run["config"]["comm_profile"] == "h200-nvlink-tp2"
     for mode, r in run["modes"].items():

@@ -31,7 +31,7 @@ def _opt(name: str, *flags: str, **kw) -> typer.models.OptionInfo:
     f = _FIELDS[name]
     default = f.metadata.get("cli_default", f.default)
     flag = f.metadata["flag"]
-    if isinstance(default, bool):
+    if isinstance(default, bool) or f.metadata.get("switch"):
         flag = f"{flag}/--no-{flag.removeprefix('--')}"
     return typer.Option(default, flag, *flags, help=f.metadata["help"], **kw)
 
@@ -159,8 +159,9 @@ def register(app: typer.Typer) -> None:
         cuda_graphs: bool = _opt("cuda_graphs"),
         graph_scope: str = _opt("graph_scope"),
         compile: bool = _opt("compile"),
-        high_priority_comm: bool = _opt("high_priority_comm"),
+        high_priority_comm: bool | None = _opt("high_priority_comm"),
         comm_ctas: int = _opt("comm_ctas"),
+        comm_ctas_scope: str = _opt("comm_ctas_scope"),
         comm_engine: str = _opt("comm_engine"),
         sm_carveout: int = _opt("sm_carveout"),
         carveout_scope: str = _opt("carveout_scope"),
@@ -204,6 +205,7 @@ def register(app: typer.Typer) -> None:
             "high_priority_comm": high_priority_comm, "attention": attention, "comm": comm,
             "comm_profile": comm_profile or "", "col_splits": col_splits,
             "split_sizes": parse_split_sizes(split_sizes), "comm_ctas": comm_ctas,
+            "comm_ctas_scope": comm_ctas_scope,
             "sm_carveout": sm_carveout, "carveout_scope": carveout_scope,
             "overlap_gemm": overlap_gemm, "comm_engine": comm_engine, "wgrad_in": wgrad_in,
             "mb_streams": mb_streams,

@@ -439,7 +439,7 @@ def register(app: typer.Typer) -> None:
         comm_profile: str = _opt("comm_profile", metavar="NAME|FILE"),
         attention: str = _opt("attention"),
         compile: bool = _opt("compile"),
-        high_priority_comm: bool = _opt("high_priority_comm"),
+        high_priority_comm: bool | None = _opt("high_priority_comm"),
         sm_carveout: int = _opt("sm_carveout"),
         comm_engine: str = _opt("comm_engine"),
         carveout_scope: str = _opt("carveout_scope"),
@@ -645,7 +645,10 @@ def _base_flags(cfg, *, layers: int) -> list[str]:
     if cfg.attention != "auto":
         f += ["--attention", cfg.attention]
     f += ["--compile"] if cfg.compile else []
-    f += ["--high-priority-comm"] if cfg.high_priority_comm else []
+    if cfg.high_priority_comm:  # on CUDA the default: said anyway, so the line stands alone
+        f += ["--high-priority-comm"]
+    elif cfg.device == "cuda":
+        f += ["--no-high-priority-comm"]
     if cfg.sm_carveout is not None:
         f += ["--sm-carveout", str(cfg.sm_carveout)]
     if cfg.carveout_scope != "overlap":

@@ -22,6 +22,9 @@ COMM_ENGINES = ("sm", "ce")
 # --wgrad-in's kinds (units._acc_mm_in): how the column-parallel weights' gradients read
 # the micro-batches' norm outputs
 WGRAD_INS = ("joint", "accumulate")
+# --comm-ctas-scope's kinds: which collectives take --comm-ctas (all of a step's, or the
+# backward's only: the forward keeps the library's CTAs)
+COMM_CTAS_SCOPES = ("all", "bwd")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,6 +264,7 @@ def comm_info(cfg: RunConfig) -> dict:
         # the first one) and --comm-ctas (None: each entry's own CTA count)
         "kernel": os.environ.get("DOMINO_PROF_EMULATE_KERNEL", "paced"),
         "ctas": getattr(cfg, "comm_ctas", None),
+        "ctas_scope": getattr(cfg, "comm_ctas_scope", "all"),  # --comm-ctas-scope
         # --comm-engine: how the collectives move data (emulation/ce.py for "ce")
         "engine": engine,
         # how a collective keeps its tensors until done (DOMINO_PROF_EMULATE_TENSORS)
@@ -372,13 +376,18 @@ def config_notes(cfg: RunConfig) -> list[str]:
 AUTO = "auto"  # an option chosen by the machine or by other options (RunConfig.from_options)
 
 
-def _option(flag: str, help: str, *, cli_default: object = MISSING) -> dict:
+def _option(flag: str, help: str, *, cli_default: object = MISSING,
+            switch: bool = False) -> dict:  # fmt: skip
     """A RunConfig field's `run` option: its flag and help text, and, where the option's
     default is a symbolic one resolved when the config is built ("auto", "all"), that
-    default (else the field's own default is the option's)."""
+    default (else the field's own default is the option's). ``switch``: an on/off flag
+    with a --no- form whose default (None) the config resolves (a bool default has the
+    --no- form anyway)."""
     meta: dict = {"flag": flag, "help": help}
     if cli_default is not MISSING:
         meta["cli_default"] = cli_default
+    if switch:
+        meta["switch"] = True
     return meta
 
 
@@ -443,6 +452,11 @@ class RunConfig:
                                    "max CTAs (process-group options) or the emulated "
                                    "kernel's (--comm emulate); default: the library's.",
                                    )  # fmt: skip
+    # which collectives take --comm-ctas (schedule.build_runner: emulated comm only)
+    comm_ctas_scope: str = _field("all", "--comm-ctas-scope", "Collectives that take "
+                                  "--comm-ctas: all, or bwd (the backward's only; the "
+                                  "forward's keep the library's CTAs; --comm emulate only).",
+                                  )  # fmt: skip
     # how a collective moves its data: "sm", NCCL's kernels (emulated: the stand-in on the
     # profile's CTAs); "ce", copy engines (emulated only: emulation/ce.py's model of torch's
     # symmetric-memory low-contention collectives; no CTA held while data moves)
@@ -534,8 +548,13 @@ class RunConfig:
                               "graph per step, collectives captured: --comm emulate, or tp "
                               "1). auto: step where it can, else segment.")  # fmt: skip
     compile: bool = _field(False, "--compile", "torch.compile every schedule segment.")
-    high_priority_comm: bool = _field(False, "--high-priority-comm", "Run NCCL collectives on "
-                                      "a high-priority CUDA stream.")  # fmt: skip
+    # None: on with --device cuda, off on CPU (__post_init__). On by measurement (issue 34,
+    # reports/emulated-h100-2026-12-07: the headline with --cuda-graphs, emulated, one
+    # H100: domino-sp 83.1 -> 79.7 ms, tp and domino within 0.3 %)
+    high_priority_comm: bool | None = _field(None, "--high-priority-comm", "Run the "
+                                             "collectives (NCCL's or the emulated) on a "
+                                             "high-priority CUDA stream [default: on with "
+                                             "--device cuda].", switch=True)  # fmt: skip
     attention: str = _field(AUTO, "--attention", "Fused attention kernel on CUDA (bf16): flash, "
                             "cudnn, or auto (cuDNN on Hopper, else flash).")  # fmt: skip
     # the collectives (run --comm): nccl | gloo | emulate; "auto" = nccl on CUDA, gloo on
@@ -558,6 +577,8 @@ class RunConfig:
             object.__setattr__(self, "seq", 128 if self.model.name == "tiny" else 4096)
         if self.dtype == AUTO:
             object.__setattr__(self, "dtype", "bfloat16" if self.device == "cuda" else "float32")
+        if self.high_priority_comm is None:  # a CUDA stream's priority: CUDA only
+            object.__setattr__(self, "high_priority_comm", self.device == "cuda")
         if self.split_sizes is not None:
             object.__setattr__(self, "split_sizes", tuple(self.split_sizes))
             if self.splits == DEFAULT_SPLITS:  # the sizes set the micro-batches
@@ -709,6 +730,12 @@ class RunConfig:
         if self.comm_engine not in COMM_ENGINES:
             raise ConfigError(f"--comm-engine must be one of {', '.join(COMM_ENGINES)}, got "
                               f"{self.comm_engine!r}")  # fmt: skip
+        if self.comm_ctas_scope not in COMM_CTAS_SCOPES:
+            raise ConfigError(f"--comm-ctas-scope must be one of {', '.join(COMM_CTAS_SCOPES)}, "
+                              f"got {self.comm_ctas_scope!r}")  # fmt: skip
+        if self.comm_ctas_scope != "all" and self.comm_ctas is None:
+            raise ConfigError(f"--comm-ctas-scope {self.comm_ctas_scope} says which "
+                              "collectives take --comm-ctas N; add --comm-ctas N")  # fmt: skip
         if self.comm_engine == "ce" and self.comm_ctas is not None:
             raise ConfigError("--comm-ctas sets the CTAs of an SM-driven collective; "
                               "--comm-engine ce moves data with copies: drop one of them")
@@ -834,6 +861,13 @@ class RunConfig:
                 raise ConfigError(
                     f"--comm-profile {self.comm_profile} applies to --comm emulate only; "
                     "add --comm emulate or drop --comm-profile"
+                )
+            if self.comm_ctas_scope != "all":  # two groups (their CTAs) per phase: not built
+                raise ConfigError(
+                    f"--comm-ctas-scope {self.comm_ctas_scope} runs with --comm emulate only "
+                    "(real collectives would need a second process group with its own CTAs, "
+                    "not built until a multi-GPU machine can check it); use --comm emulate "
+                    "or drop it"
                 )
             if self.comm_ctas is not None and comm != "nccl":
                 raise ConfigError(

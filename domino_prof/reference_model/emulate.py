@@ -303,6 +303,7 @@ class EmulatedComm:
         self._clock = torch.zeros(1, dtype=torch.int64, device=self.device) if engine == "ce" else None
         self._link = None  # the link's free time (ns), shared with a lane sibling (lane_sibling)
         self._sibling: EmulatedComm | None = None
+        self._phase_sibs: dict[int, EmulatedComm] = {}  # CTAs -> phase_sibling
         self.fallbacks = 0  # paced calls served by the burst kernel (buffers not in vectors)
         self._paced_kernels: dict[tuple, Any] = {}  # (collective, threads, regs, smem)
         self._fifo: dict[int, Any] = {}  # FIFO bytes -> scratch buffer (kept)
@@ -352,6 +353,19 @@ class EmulatedComm:
         self._ce.clear()  # prepared starts now take the link (none yet: made before a step)
         self._prepared.clear()
         self._sibling = sib
+        return sib
+
+    def phase_sibling(self, ctas: int) -> EmulatedComm:
+        """This group's collectives on ``ctas`` CTAs (``--comm-ctas N --comm-ctas-scope
+        bwd``: the backward's; the forward keeps this comm's), on the SAME comm stream: the
+        two run one at a time in issue order, as one communicator's calls do. Its own
+        prepared launches (they hold the CTA count); made once and kept."""
+        sib = self._phase_sibs.get(ctas)
+        if sib is None:
+            sib = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
+                               stream=self.stream, fast=self.fast, kernel=self.kernel, ctas=ctas,
+                               engine=self.engine)  # fmt: skip
+            self._phase_sibs[ctas] = sib
         return sib
 
     # ------------------------------------------------------------------ the interface

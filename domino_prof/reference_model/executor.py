@@ -139,6 +139,7 @@ class SegmentExecutor:
         overlap_gemm=None,
         mb_lanes: bool = False,
         lane_comms: tuple | None = None,
+        bwd_comm: Comm | None = None,
     ) -> None:
         if graph_scope not in GRAPH_SCOPES:
             raise ValueError(f"graph_scope {graph_scope!r} is not one of {GRAPH_SCOPES}")
@@ -148,6 +149,9 @@ class SegmentExecutor:
             raise ValueError("micro-batch lanes need eager segments or one graph per step "
                              "(graph_scope='step'), not a graph per segment")  # fmt: skip
         self.comm, self.graphs, self.compile = comm, graphs, compile
+        # --comm-ctas-scope bwd: the collectives launched while the phase is "bwd" go
+        # through this comm (the same group and comm stream on other CTAs), else ``comm``
+        self.bwd_comm = bwd_comm
         self.graph_scope = graph_scope
         self._step_in: tuple = ()  # whole-step graph: its captured inputs
         self._step_capture = False  # inside the whole-step capture
@@ -559,6 +563,8 @@ class SegmentExecutor:
         comm = self.comm
         if self._lane is not None and self.lane_comms is not None:
             comm = self.lane_comms[self._lane]  # the lane's own comm stream
+        elif self.bwd_comm is not None and self.phase == "bwd":
+            comm = self.bwd_comm  # --comm-ctas-scope bwd
         call = getattr(_NO_COMM if self.mode == "capture" else comm, collective)
         if side and self.side is not None and not self._on_side:
             with self._side_ctx:

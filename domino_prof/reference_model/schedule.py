@@ -84,6 +84,7 @@ class StepRunner:
         overlap_gemm=None,
         mb_streams: int = 1,
         lane_comms: tuple | None = None,
+        bwd_comm: Comm | None = None,
         overlap: bool | None = None,
         sp: bool | None = None,
     ) -> None:
@@ -127,6 +128,7 @@ class StepRunner:
             overlap_gemm=overlap_gemm,  # --overlap-gemm: overlap_gemm.OverlapGemm, per segment
             mb_lanes=mb_streams == 2,  # --mb-streams 2: tp_step.py's micro-batch lanes
             lane_comms=lane_comms,  # DOMINO_PROF_LANE_COMM=own: a comm (stream) per lane
+            bwd_comm=bwd_comm,  # --comm-ctas-scope bwd: the backward's collectives' comm
         )
         self.layers, self.head = units_of(model)
         self.embedding = Embedding(model, index=-1)
@@ -233,7 +235,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         comm = make_comm(m.comm, size=cfg.tp, rank=0, emulate=cfg.comm_profile or
                          default_profile(cfg.tp), device=device,
                          high_priority=cfg.high_priority_comm,
-                         ctas=getattr(cfg, "comm_ctas", None),
+                         ctas=None if _bwd_ctas(cfg) else getattr(cfg, "comm_ctas", None),
                          engine=getattr(cfg, "comm_engine", "sm"))  # fmt: skip
     if comm is None:
         comm = make_comm(m.comm, group)
@@ -254,7 +256,27 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         overlap_gemm=overlap_gemm_of(cfg, device),
         mb_streams=cfg.mb_streams_for(mode),
         lane_comms=_lane_comms(cfg, mode, comm),
+        bwd_comm=_bwd_comm(cfg, comm),
     )
+
+
+def _bwd_ctas(cfg) -> int | None:
+    """--comm-ctas N of the backward's collectives only (``--comm-ctas-scope bwd``), else
+    None (then --comm-ctas, if given, is every collective's)."""
+    if getattr(cfg, "comm_ctas_scope", "all") == "bwd":
+        return cfg.comm_ctas
+    return None
+
+
+def _bwd_comm(cfg, comm: Comm) -> Comm | None:
+    """The backward's comm under ``--comm-ctas-scope bwd``: the emulated group on the same
+    comm stream with --comm-ctas N CTAs (``EmulatedComm.phase_sibling``; the forward's
+    keep the profile's). None otherwise, and for a mode that skips comm (nothing to
+    run). RunConfig.validate refuses the scope for real collectives."""
+    n = _bwd_ctas(cfg)
+    if n is None or not hasattr(comm, "phase_sibling"):
+        return None
+    return comm.phase_sibling(n)
 
 
 def _lane_comms(cfg, mode: str, comm: Comm) -> tuple | None:
