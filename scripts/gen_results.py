@@ -293,7 +293,8 @@ def run_repeats(*, runs: str | list[str], kernel: bool = False) -> list[str]:
 
 
 # the sweep-wide flags (tune.json's base_flags) a row names: (flag, takes a value)
-_TUNE_EXTRAS = (("--high-priority-comm", False), ("--carveout-scope", True), ("--compile", False))
+_TUNE_EXTRAS = (("--high-priority-comm", False), ("--carveout-scope", True), ("--compile", False),
+                ("--comm-ctas-scope", True))
 
 
 def tune_rows(*, runs: str | list[str]) -> list[str]:

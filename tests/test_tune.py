@@ -367,3 +367,25 @@ def test_an_unknown_schedule_is_one_line(tmp_path):
     r = CliRunner().invoke(app, ["tune", *QUICK, "--schedule", "sp", "--out", str(tmp_path / "t")])
     assert r.exit_code != 0
     assert "--schedule must be one of domino, domino-sp, got 'sp'" in r.output
+
+
+def test_comm_ctas_scope_applies_to_the_candidates_with_comm_ctas():
+    """--comm-ctas-scope bwd is sweep-wide: the candidates (and tp's own settings) with
+    --comm-ctas N take it, those with the library's CTAs have none to scope; the winner's
+    command line carries it only with --comm-ctas."""
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = T.candidates(T.parse_grid(["comm_ctas=default,12", "cuda_graphs=on"]))
+    base = {"mbs": 2, "tp": 8, "comm": "emulate", "graph_scope": "step",
+            "comm_ctas_scope": "bwd"}  # fmt: skip
+    plan = T._plan(cands, base, "cuda", RunConfig)
+    got = [(p["settings"].comm_ctas, p["cfg"].comm_ctas, p["cfg"].comm_ctas_scope, p["tp"])
+           for p in plan]  # fmt: skip
+    assert got == [(None, None, "all", True), (12, 12, "bwd", True)]
+    flags = T._base_flags(plan[1]["cfg"], layers=0, ctas_scope="bwd")
+    assert flags[flags.index("--comm-ctas-scope") + 1] == "bwd"
+    win12 = T.run_command(flags, cands[1], "domino-sp")
+    assert "--comm-ctas 12" in win12 and "--comm-ctas-scope bwd" in win12
+    win = T.run_command(flags, cands[0], "domino-sp")
+    assert "--comm-ctas" not in win  # neither flag: the scope alone is refused by run
+    assert "--comm-ctas-scope" not in T._base_flags(plan[1]["cfg"], layers=0)

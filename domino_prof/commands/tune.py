@@ -399,6 +399,8 @@ def run_command(base_flags: list[str], s: Settings, schedule: str = "domino") ->
     (its --mbs, its --sm-carveout: each flag once, with the candidate's value), then its
     own, then ``--mode`` the tuned schedule."""
     own = {f for f in s.flags() if f.startswith("--")}
+    if s.comm_ctas is None:  # the sweep's --comm-ctas-scope: nothing to scope here
+        own.add("--comm-ctas-scope")
     base, i = [], 0
     while i < len(base_flags):
         flag = base_flags[i]
@@ -410,7 +412,8 @@ def run_command(base_flags: list[str], s: Settings, schedule: str = "domino") ->
 
 
 # the flags of Settings.flags() that take a value
-_VALUED = ("--mbs", "--sm-carveout", "--comm-ctas", "--splits", "--split-sizes", "--col-splits")
+_VALUED = ("--mbs", "--sm-carveout", "--comm-ctas", "--splits", "--split-sizes", "--col-splits",
+           "--comm-ctas-scope")
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -443,6 +446,7 @@ def register(app: typer.Typer) -> None:
         sm_carveout: int = _opt("sm_carveout"),
         comm_engine: str = _opt("comm_engine"),
         carveout_scope: str = _opt("carveout_scope"),
+        comm_ctas_scope: str = _opt("comm_ctas_scope"),
         graph_scope: str = _opt("graph_scope"),
         seed: int = _opt("seed"),
         timed_steps: int = typer.Option(TUNE_STEPS, "--steps", help="Timed steps per mode "
@@ -491,7 +495,7 @@ def register(app: typer.Typer) -> None:
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
                 "attention": attention, "compile": compile,
                 "high_priority_comm": high_priority_comm, "carveout_scope": carveout_scope,
-                "graph_scope": graph_scope, "seed": seed, "timed_steps": timed_steps,
+                "comm_ctas_scope": comm_ctas_scope, "graph_scope": graph_scope, "seed": seed, "timed_steps": timed_steps,
                 "block_steps": block_steps, "warmup_steps": warmup_steps,
                 "profile_steps": profile_steps, "timeout_s": timeout_s}  # fmt: skip
         device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
@@ -513,7 +517,7 @@ def register(app: typer.Typer) -> None:
 
         with runs.claim(out):
             doc = _sweep(plan, out, analyze=analyze, first=first, schedule=schedule)
-            doc["base_flags"] = _base_flags(first, layers=layers)
+            doc["base_flags"] = _base_flags(first, layers=layers, ctas_scope=comm_ctas_scope)
             _finish(doc, out, top=top)
 
 
@@ -562,10 +566,13 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig,
 
 def _graph_fields(base: dict, fields: dict) -> dict:
     """A candidate's RunConfig fields: the sweep-wide --graph-scope applies to the
-    candidates with CUDA graphs; the others have none to scope."""
+    candidates with CUDA graphs, --comm-ctas-scope to those with --comm-ctas N (tp's own
+    settings too); the others have none to scope."""
     f = {**base, **fields}
     if not f.get("cuda_graphs"):
         f["graph_scope"] = "segment"
+    if f.get("comm_ctas") is None:
+        f["comm_ctas_scope"] = "all"
     return f
 
 
@@ -633,8 +640,10 @@ def _tp_text(s: Settings) -> str:
     return ", ".join(parts + (["graphs"] if s.cuda_graphs else []))
 
 
-def _base_flags(cfg, *, layers: int) -> list[str]:
-    """The `run` flags of what every candidate shares (as resolved: model, seq, dtype)."""
+def _base_flags(cfg, *, layers: int, ctas_scope: str = "all") -> list[str]:
+    """The `run` flags of what every candidate shares (as resolved: model, seq, dtype);
+    ``ctas_scope``: the sweep's --comm-ctas-scope (run_command keeps it for a candidate
+    with --comm-ctas N only)."""
     f = ["--model", cfg.model.name]
     if layers:
         f += ["--layers", str(layers)]
@@ -655,6 +664,8 @@ def _base_flags(cfg, *, layers: int) -> list[str]:
         f += ["--carveout-scope", cfg.carveout_scope]
     if cfg.graph_scope != "segment":
         f += ["--graph-scope", cfg.graph_scope]
+    if ctas_scope != "all":
+        f += ["--comm-ctas-scope", ctas_scope]
     return f + ["--seed", str(cfg.seed)]
 
 
