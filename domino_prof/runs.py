@@ -41,7 +41,13 @@ from domino_prof import engine
 from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
 from domino_prof.io import atomic_write_bytes, atomic_write_json
 from domino_prof.reference_model import modes as mode_registry
-from domino_prof.reference_model.config import RunConfig, comm_info, config_notes, lanes_info
+from domino_prof.reference_model.config import (
+    RunConfig,
+    comm_info,
+    config_notes,
+    lanes_info,
+    side_stream_info,
+)
 
 # run.json's data (rundata.py), re-exported: runs' own readers and older callers
 from domino_prof.rundata import (  # noqa: F401
@@ -133,6 +139,8 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
     }
     if (lanes := lanes_info(cfg)) is not None:  # --mb-streams 2: its environment knobs
         run["lanes"] = lanes
+    if (side := side_stream_info(cfg)) is not None:  # DOMINO_PROF_SIDE_PRIORITY=high
+        run["side_stream"] = side
     _analyse_and_write(out, run, analyze=analyze)
     res_path.unlink()
     return run

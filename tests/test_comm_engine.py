@@ -405,3 +405,32 @@ def test_comm_ctas_scope_bwd_sends_the_backward_s_collectives_to_its_comm():
     assert sched._bwd_comm(scope, Em()) == ("sibling", 12)
     assert sched._bwd_comm(SimpleNamespace(comm_ctas=12, comm_ctas_scope="all"), Em()) is None
     assert sched._bwd_comm(scope, SkipComm(8, 0)) is None
+
+
+def test_side_priority_knob_is_read_checked_and_recorded(monkeypatch):
+    """DOMINO_PROF_SIDE_PRIORITY: domino-sp's side stream at the compute stream's priority
+    (normal, the default) or the highest; run.json's side_stream says so only when it is
+    not the default; a bad value is one line at validation (CUDA), not a rank's
+    traceback."""
+    from domino_prof.reference_model import streams
+    from domino_prof.reference_model.config import side_priority, side_stream_info
+
+    cuda = SimpleNamespace(device="cuda")
+    monkeypatch.delenv("DOMINO_PROF_SIDE_PRIORITY", raising=False)
+    assert side_priority() == "normal" and side_stream_info(cuda) is None
+    made = []
+    monkeypatch.setattr(streams.torch.cuda, "Stream",
+                        lambda device, priority=0: made.append(priority) or object())
+    streams.CudaStreams("cuda")
+    monkeypatch.setenv("DOMINO_PROF_SIDE_PRIORITY", "high")
+    assert side_stream_info(cuda) == {"priority": "high"}
+    assert side_stream_info(SimpleNamespace(device="cpu")) is None  # no side stream on CPU
+    streams.CudaStreams("cuda")
+    streams.CudaStreams("cuda", side=False)  # the lanes' streams only: no side stream made
+    assert made == [0, streams.HIGHEST]
+    monkeypatch.setenv("DOMINO_PROF_SIDE_PRIORITY", "max")
+    em = {"model": "llama3-3b", "tp": 8, "device": "cuda", "comm": "emulate"}
+    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_SIDE_PRIORITY='max': give normal or "
+                                          r"high$"):  # fmt: skip
+        _cfg(**em)
+    assert _cfg(device="cpu").device == "cpu"  # CPU: no side stream, the knob unread

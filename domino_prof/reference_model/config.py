@@ -321,6 +321,22 @@ def comm_tensors() -> str:
         raise ConfigError(str(e)) from None
 
 
+SIDE_PRIORITIES = ("normal", "high")  # the first is the default
+
+
+def side_priority() -> str:
+    """The priority of domino-sp's side stream (its chains: the norm between a
+    micro-batch's reduce-scatter and its all-gather, forward and backward), from
+    ``DOMINO_PROF_SIDE_PRIORITY``: ``normal`` (the default: 0, the compute stream's) or
+    ``high`` (the device's highest, so a chain's small kernels take SMs ahead of the other
+    micro-batch's queued GEMM blocks; an A/B knob of issue 34, recorded in run.json's
+    ``side_stream``). A bad value is a ConfigError (one line)."""
+    try:
+        return _lane_choice("DOMINO_PROF_SIDE_PRIORITY", SIDE_PRIORITIES)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 LANE_COMMS = ("shared", "own")  # the first is the default
 
 
@@ -358,6 +374,15 @@ def lanes_info(cfg) -> dict | None:
         return None
     return {"phases": list(lane_phases()), "priority": list(lane_priorities()),
             "comm": lane_comm(), "lock": lane_lock()}
+
+
+def side_stream_info(cfg) -> dict | None:
+    """run.json's ``side_stream``: the side stream's priority where it is not the default
+    (``DOMINO_PROF_SIDE_PRIORITY``, an environment knob: recorded so the run can be
+    repeated), on CUDA; else None."""
+    if getattr(cfg, "device", "cpu") != "cuda" or side_priority() == SIDE_PRIORITIES[0]:
+        return None
+    return {"priority": side_priority()}
 
 
 def config_notes(cfg: RunConfig) -> list[str]:
@@ -663,6 +688,8 @@ class RunConfig:
 
     def _validate(self) -> None:
         m = self.model
+        if self.device == "cuda":
+            side_priority()  # its environment knob: a bad value is one line here
         if self.tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {self.tp}")
         for what, n in (

@@ -16,7 +16,9 @@ import collections
 
 import torch
 
-from domino_prof.reference_model.config import lane_priorities
+from domino_prof.reference_model.config import lane_priorities, side_priority
+
+HIGHEST = -100  # torch maps a priority below the device's range to its highest
 
 
 class CudaStreams:
@@ -25,7 +27,10 @@ class CudaStreams:
     False: no side stream (the micro-batch lanes' calls only, ``SegmentExecutor.lane``)."""
 
     def __init__(self, device, side: bool = True) -> None:
-        self.side = torch.cuda.Stream(device) if side else None
+        # the side stream at the compute stream's priority, or the highest
+        # (DOMINO_PROF_SIDE_PRIORITY=high: config.side_priority)
+        prio = HIGHEST if side and side_priority() == "high" else 0
+        self.side = torch.cuda.Stream(device, priority=prio) if side else None
         self.device = device
 
     def lanes(self) -> tuple:
