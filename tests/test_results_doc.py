@@ -71,8 +71,9 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-06) a stream per micro-batch, its limits, the backward-only / priority rows;
     # (2026-12-06, H100) a comm stream per lane, the micro-batch size, its limits, 8b, eager;
     # (2026-12-06b, H100) the lanes' lock at mbs 2, at mbs 4 and 8b, eager;
-    # (2026-12-06c, H100) domino-sp near the bound, its llama3-8b row, its tune sweep
-    assert n == 28
+    # (2026-12-06c, H100) domino-sp near the bound, its llama3-8b row, its tune sweep;
+    # (2026-12-07, H100) domino-sp against its own no-comm mode
+    assert n == 29
 
 
 def test_the_readme_fits_on_a_screen_or_two():
