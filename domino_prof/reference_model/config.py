@@ -330,7 +330,9 @@ def side_priority() -> str:
     ``DOMINO_PROF_SIDE_PRIORITY``: ``normal`` (the default: 0, the compute stream's) or
     ``high`` (the device's highest, so a chain's small kernels take SMs ahead of the other
     micro-batch's queued GEMM blocks; an A/B knob of issue 34, recorded in run.json's
-    ``side_stream``). A bad value is a ConfigError (one line)."""
+    ``side_stream``). Measured on one H100, emulated headline with ``--cuda-graphs``:
+    domino-sp 80.46 and 79.84 ms high against 79.69 normal, no gain
+    (reports/emulated-h100-2026-12-07, call 2). A bad value is a ConfigError (one line)."""
     try:
         return _lane_choice("DOMINO_PROF_SIDE_PRIORITY", SIDE_PRIORITIES)
     except ValueError as e:
