@@ -495,9 +495,10 @@ def register(app: typer.Typer) -> None:
                 "dtype": dtype, "comm": comm, "comm_profile": comm_profile or "",
                 "attention": attention, "compile": compile,
                 "high_priority_comm": high_priority_comm, "carveout_scope": carveout_scope,
-                "comm_ctas_scope": comm_ctas_scope, "graph_scope": graph_scope, "seed": seed, "timed_steps": timed_steps,
-                "block_steps": block_steps, "warmup_steps": warmup_steps,
-                "profile_steps": profile_steps, "timeout_s": timeout_s}  # fmt: skip
+                "comm_ctas_scope": comm_ctas_scope, "graph_scope": graph_scope, "seed": seed,
+                "timed_steps": timed_steps, "block_steps": block_steps,
+                "warmup_steps": warmup_steps, "profile_steps": profile_steps,
+                "timeout_s": timeout_s}  # fmt: skip
         device = launcher.resolve_device(device, tp=tp, emulated=comm == "emulate")
         plan = _plan(cands, base, device, RunConfig, schedule)
         for cfg in (p["cfg"] for p in plan if p["cfg"] is not None):

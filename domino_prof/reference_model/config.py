@@ -304,6 +304,15 @@ def _lane_choice(name: str, choices: tuple[str, ...]) -> str:
     return v
 
 
+def _env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """:func:`_lane_choice` for a knob read outside ``--mb-streams 2``'s checks: a bad
+    value is a ConfigError (one line)."""
+    try:
+        return _lane_choice(name, choices)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 COMM_TENSORS = ("held", "record_stream")  # the first is the default
 
 
@@ -315,10 +324,7 @@ def comm_tensors() -> str:
     before 2026-12-07, for an A/B of eager host cost; then every later allocation of the
     step polls the comm's events, host work real NCCL no longer does). A bad value is a
     ConfigError (one line)."""
-    try:
-        return _lane_choice("DOMINO_PROF_EMULATE_TENSORS", COMM_TENSORS)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    return _env_choice("DOMINO_PROF_EMULATE_TENSORS", COMM_TENSORS)
 
 
 SIDE_PRIORITIES = ("normal", "high")  # the first is the default
@@ -333,10 +339,7 @@ def side_priority() -> str:
     ``side_stream``). Measured on one H100, emulated headline with ``--cuda-graphs``:
     domino-sp 80.46 and 79.84 ms high against 79.69 normal, no gain
     (reports/emulated-h100-2026-12-07, call 2). A bad value is a ConfigError (one line)."""
-    try:
-        return _lane_choice("DOMINO_PROF_SIDE_PRIORITY", SIDE_PRIORITIES)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    return _env_choice("DOMINO_PROF_SIDE_PRIORITY", SIDE_PRIORITIES)
 
 
 LANE_COMMS = ("shared", "own")  # the first is the default
@@ -382,9 +385,10 @@ def side_stream_info(cfg) -> dict | None:
     """run.json's ``side_stream``: the side stream's priority where it is not the default
     (``DOMINO_PROF_SIDE_PRIORITY``, an environment knob: recorded so the run can be
     repeated), on CUDA; else None."""
-    if getattr(cfg, "device", "cpu") != "cuda" or side_priority() == SIDE_PRIORITIES[0]:
+    if getattr(cfg, "device", "cpu") != "cuda":
         return None
-    return {"priority": side_priority()}
+    prio = side_priority()
+    return None if prio == SIDE_PRIORITIES[0] else {"priority": prio}
 
 
 def config_notes(cfg: RunConfig) -> list[str]:

@@ -344,11 +344,8 @@ class EmulatedComm:
             return self._sibling
         import torch
 
-        sib = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
-                           stream=torch.cuda.Stream(self.device, priority=self.stream.priority),
-                           fast=self.fast, kernel=self.kernel, ctas=self.ctas,
-                           engine=self.engine)  # fmt: skip
-        sib.ce_params = self.ce_params
+        sib = self._twin(torch.cuda.Stream(self.device, priority=self.stream.priority),
+                         self.ctas)  # fmt: skip
         self._link = sib._link = torch.zeros(1, dtype=torch.int64, device=self.device)
         self._ce.clear()  # prepared starts now take the link (none yet: made before a step)
         self._prepared.clear()
@@ -362,11 +359,18 @@ class EmulatedComm:
         prepared launches (they hold the CTA count); made once and kept."""
         sib = self._phase_sibs.get(ctas)
         if sib is None:
-            sib = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
-                               stream=self.stream, fast=self.fast, kernel=self.kernel, ctas=ctas,
-                               engine=self.engine)  # fmt: skip
-            self._phase_sibs[ctas] = sib
+            sib = self._phase_sibs[ctas] = self._twin(self.stream, ctas)
         return sib
+
+    def _twin(self, stream: Any, ctas: int | None) -> EmulatedComm:
+        """This group (profile, R, rank, device, launch path, kernel, engine and its
+        copy-engine parameters) on ``stream`` with ``ctas`` CTAs: the siblings' common
+        part."""
+        twin = EmulatedComm(self.profile, size=self.size, rank=self.rank, device=self.device,
+                            stream=stream, fast=self.fast, kernel=self.kernel, ctas=ctas,
+                            engine=self.engine)  # fmt: skip
+        twin.ce_params = self.ce_params
+        return twin
 
     # ------------------------------------------------------------------ the interface
     def all_reduce(self, t: Any, *, async_op: bool, op: str = "sum") -> EmulatedWork | None:
