@@ -4,6 +4,7 @@ model, plus proof from a trace that NCCL and compute kernels really run concurre
     python benchmarks/gpu_verify.py --tp 2 --out DIR
     python benchmarks/gpu_verify.py --tp 2 --backend gloo --out DIR   # one GPU
     python benchmarks/gpu_verify.py --tp 1 --mb-streams --out DIR     # --mb-streams 2's rows
+    python benchmarks/gpu_verify.py --tp 2 --backend gloo --sp-keep --out DIR  # SP_KEEP's rows
 
 Writes DIR/gpu_verify.json. Uses a llama3-3b-shaped model cut to 2 layers (the
 unsharded reference must fit one GPU next to the shard) and seq 1024.
@@ -73,11 +74,20 @@ LANES = [
     ("domino", 2, True, False, {"mb_streams": 2, "graph_scope": "step", "wgrad_in": "accumulate"}),
     ("domino", 2, True, False, {"graph_scope": "step"}),
 ]
+# --sp-wgrad-input keep: the forward's gathered norm outputs read by the backward's weight
+# gradients (sp_step.py), eager and under a CUDA graph per segment, beside regather
+SP_KEEP = [
+    ("sp", 1, False, False, {"sp_wgrad_input": "keep"}),
+    ("domino-sp", 2, False, False, {}),
+    ("domino-sp", 2, False, False, {"sp_wgrad_input": "keep"}),
+    ("domino-sp", 2, False, False, {"sp_wgrad_input": "keep", "wgrad_in": "accumulate"}),
+    ("domino-sp", 2, True, False, {"sp_wgrad_input": "keep"}),
+]
 
 
 def run(
     rank: int, world: int, port: int, out: str, backend: str = "nccl", attention: str = "auto",
-    lanes: bool = False,
+    lanes: bool = False, sp_keep: bool = False,
 ) -> None:
     from domino_prof.reference_model import units
 
@@ -112,6 +122,8 @@ def run(
     variants = [(*v, {}) for v in variants]
     if lanes:
         variants = [v for v in LANES if not (v[2] and backend == "gloo")]
+    if sp_keep:
+        variants = SP_KEEP
     for dtype in (torch.float32, torch.bfloat16):
         for name, splits, graphs, comp, extra in variants:
             key = (
@@ -147,9 +159,10 @@ def run(
             torch.cuda.empty_cache()
     del ref
     torch.cuda.empty_cache()
-    if lanes:  # the lanes' gradients only: no concurrency trace
+    if lanes or sp_keep:  # those variants' gradients only: no concurrency trace
         if rank == 0:
-            Path(out, "gpu_verify_lanes.json").write_text(json.dumps(res, indent=2))
+            name = "gpu_verify_lanes.json" if lanes else "gpu_verify_sp_keep.json"
+            Path(out, name).write_text(json.dumps(res, indent=2))
         dist.destroy_process_group()
         return
     # one profiled domino step to prove concurrency
@@ -186,7 +199,13 @@ if __name__ == "__main__":
     ap.add_argument("--mb-streams", action="store_true",
                     help="check the micro-batch lanes' variants (LANES) instead; writes "
                     "gpu_verify_lanes.json")  # fmt: skip
+    ap.add_argument("--sp-keep", action="store_true",
+                    help="check --sp-wgrad-input keep's variants (SP_KEEP) instead; writes "
+                    "gpu_verify_sp_keep.json")  # fmt: skip
     a = ap.parse_args()
+    if a.mb_streams and a.sp_keep:
+        sys.exit("gpu_verify: --mb-streams and --sp-keep each pick the variants: give one")
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend, a.attention, a.mb_streams), nprocs=a.tp)
+    mp.spawn(run, args=(a.tp, 29555, a.out, a.backend, a.attention, a.mb_streams, a.sp_keep),
+             nprocs=a.tp)  # fmt: skip
     sys.exit(0)

@@ -127,6 +127,8 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--splits {cfg['splits']}")
     if cfg.get("wgrad_in", "joint") != "joint":
         parts.append(f"--wgrad-in {cfg['wgrad_in']}")
+    if cfg.get("sp_wgrad_input", "regather") != "regather":
+        parts.append(f"--sp-wgrad-input {cfg['sp_wgrad_input']}")
     if cfg.get("mb_streams", 1) != 1:
         parts.append(f"--mb-streams {cfg['mb_streams']}")
     if cfg.get("col_splits", 1) != 1:

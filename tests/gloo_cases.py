@@ -94,6 +94,16 @@ SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micr
                         "wgrad_in": "accumulate"}),  # fmt: skip
     ("sp-sizes121-step-graph", {"splits": 3, "split_sizes": (1, 2, 1), "schedule": "domino-sp",
                                 "graphs": True, "graph_scope": "step"}),  # fmt: skip
+    # --sp-wgrad-input keep: the forward's gathered norm outputs feed the weight gradients
+    # (sp; domino-sp joint, one per micro-batch, and joint in a whole-step graph)
+    ("sp-keep", {"splits": 1, "schedule": "sp", "sp_wgrad_input": "keep"}),
+    ("sp-sizes31-keep", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp",
+                         "sp_wgrad_input": "keep"}),  # fmt: skip
+    ("sp-sizes13-acc-keep", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino-sp",
+                             "wgrad_in": "accumulate", "sp_wgrad_input": "keep"}),  # fmt: skip
+    ("sp-sizes121-keep-step-graph", {"splits": 3, "split_sizes": (1, 2, 1),
+                                     "schedule": "domino-sp", "graphs": True,
+                                     "graph_scope": "step", "sp_wgrad_input": "keep"}),  # fmt: skip
     # --wgrad-in accumulate: w_in's gradient one GEMM per micro-batch (uneven rows, with
     # the column split, under the CPU emulation of CUDA graphs and of a whole-step graph)
     ("sizes31-acc", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino",
@@ -165,6 +175,34 @@ def _norm_rows() -> dict:
     return out
 
 
+def _keep_bits() -> dict:
+    """test_sp_wgrad_input.test_keep_gives_regather_s_gradients_bit_for_bit: one step of
+    sp and domino-sp (joint, accumulate) each way on one batch; {case: (losses equal,
+    parameters whose gradients differ in any bit)}."""
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.config import tiny
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.schedule import StepRunner
+    from domino_prof.reference_model.verify import batch
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=4, seq=16, seed=7, device="cpu")
+    out = {}
+    for case, kw in (("sp", {"schedule": "sp"}),
+                     ("domino-sp", {"schedule": "domino-sp", "splits": 2}),
+                     ("domino-sp-acc", {"schedule": "domino-sp", "splits": 2,
+                                        "wgrad_in": "accumulate"})):  # fmt: skip
+        got = {}
+        for how in ("regather", "keep"):
+            comm = ProcessGroupComm()
+            model = shard_model(cfg, comm, seed=5, device="cpu", dtype=torch.float32)
+            loss = StepRunner(model, comm, sp_wgrad_input=how, **kw).step(inp, tgt)
+            got[how] = (float(loss), {n: p.grad.clone() for n, p in model.named_parameters()})
+        (la, ga), (lb, gb) = got["regather"], got["keep"]
+        out[case] = (la == lb, sorted(n for n in ga if not torch.equal(ga[n], gb[n])), len(ga))
+    return out
+
+
 def _lane_sibling(rank: int) -> dict:
     """test_mb_streams.test_a_process_groups_lane_sibling_is_a_second_group: the second
     lane's comm (DOMINO_PROF_LANE_COMM=own) is a new group of the same ranks, kept, and
@@ -203,6 +241,7 @@ def _worker(rank: int, world: int, port: int, q) -> None:
         out["norm_rows"] = _norm_rows()
         out["splits"] = _compare_cases(cfg, 4, SPLIT_CASES)  # 4: 3 + 1, 1 + 2 + 1
         out["lane_sibling"] = _lane_sibling(rank)
+        out["keep_bits"] = _keep_bits()
     q.put((rank, out))
     clean_shutdown()
 

@@ -25,6 +25,10 @@ WGRAD_INS = ("joint", "accumulate")
 # --comm-ctas-scope's kinds: which collectives take --comm-ctas (all of a step's, or the
 # backward's only: the forward keeps the library's CTAs)
 COMM_CTAS_SCOPES = ("all", "bwd")
+# --sp-wgrad-input's kinds (sp_step.py): where the sequence-parallel weight gradients read
+# their gathered input (each norm's output): all-gathered again in the backward, or kept
+# from the forward's all-gather
+SP_WGRAD_INPUTS = ("regather", "keep")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -521,6 +525,18 @@ class RunConfig:
                            "gradient) as one GEMM over every micro-batch (joint: domino copies "
                            "their norm outputs into one buffer) or one GEMM per micro-batch "
                            "(accumulate: no copy).")  # fmt: skip
+    # sp / domino-sp: the weight gradient of a unit's w_in reads the unit's norm output on
+    # the whole sequence. Megatron all-gathers it again in the backward (regather: the
+    # gathered copy is freed after the forward's core); keep holds the forward's gathered
+    # copy to the weight gradient instead: a third of the backward's collectives fewer (no
+    # all-gather of the norm output), one [T, d] activation more per unit in memory (none
+    # more where the executor holds the forward's buffers to the step's end anyway: a side
+    # stream's or a CUDA graph's). Gradients are the same bits (tests/gloo_cases.py).
+    sp_wgrad_input: str = _field("regather", "--sp-wgrad-input", "Sequence-parallel modes: "
+                                 "the weight gradients' gathered input, all-gathered again "
+                                 "in the backward (regather, Megatron's) or kept from the "
+                                 "forward (keep: a third less backward comm, one gathered "
+                                 "activation a layer more memory).")  # fmt: skip
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
@@ -744,6 +760,9 @@ class RunConfig:
         if self.wgrad_in not in WGRAD_INS:
             raise ConfigError(f"--wgrad-in must be {' or '.join(WGRAD_INS)}, got "
                               f"{self.wgrad_in!r}")  # fmt: skip
+        if self.sp_wgrad_input not in SP_WGRAD_INPUTS:
+            raise ConfigError(f"--sp-wgrad-input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
+                              f"{self.sp_wgrad_input!r}")  # fmt: skip
         if self.mb_streams not in (1, 2):
             raise ConfigError(f"--mb-streams must be 1 or 2, got {self.mb_streams}")
         if self.mb_streams == 2:

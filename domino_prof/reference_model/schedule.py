@@ -51,9 +51,11 @@ class StepRunner:
     ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
     with ``col_split``; tp_step.py); ``wgrad_in``: "joint" or "accumulate", how the
     all-reduce schedules' column-parallel weight gradients read the micro-batches' norm
-    outputs (``--wgrad-in``, units._acc_mm_in); ``mb_streams``: 2 runs each of the 2
-    micro-batches of an all-reduce schedule on a CUDA stream of its own (``--mb-streams``,
-    tp_step.py's micro-batch lanes). The older spelling
+    outputs (``--wgrad-in``, units._acc_mm_in); ``sp_wgrad_input``: "regather" or "keep",
+    whether the sequence-parallel weight gradients' gathered input is all-gathered again in
+    the backward or kept from the forward (``--sp-wgrad-input``, sp_step.py);
+    ``mb_streams``: 2 runs each of the 2 micro-batches of an all-reduce schedule on a CUDA
+    stream of its own (``--mb-streams``, tp_step.py's micro-batch lanes). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
     ``graphs``: CUDA graphs of every segment (CPU: an emulation, for tests), or of the
     whole step with its collectives (``graph_scope="step"``; executor.py);
@@ -74,6 +76,7 @@ class StepRunner:
         splits: int = 1,
         col_splits: int = 1,
         wgrad_in: str = "joint",
+        sp_wgrad_input: str = "regather",
         split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
@@ -104,6 +107,9 @@ class StepRunner:
             raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
         self.col_splits = col_splits
         self.wgrad_in = wgrad_in  # tp_step.AllReduceStep (config.WGRAD_INS)
+        if sp_wgrad_input not in ("regather", "keep"):
+            raise ValueError(f"sp_wgrad_input must be regather or keep, got {sp_wgrad_input!r}")
+        self.sp_wgrad_input = sp_wgrad_input  # sp_step.ShardedStep (config.SP_WGRAD_INPUTS)
         if mb_streams not in (1, 2):
             raise ValueError(f"mb_streams must be 1 or 2, got {mb_streams}")
         if mb_streams == 2 and (not self.spec.micro_batched or self.spec.sequence_parallel
@@ -247,6 +253,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         splits=cfg.splits_for(mode),
         col_splits=cfg.col_splits_for(mode),
         wgrad_in=getattr(cfg, "wgrad_in", "joint"),
+        sp_wgrad_input=getattr(cfg, "sp_wgrad_input", "regather"),
         split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,

@@ -19,7 +19,9 @@ on the gathered sequence. A unit is
   ``scatter_bwd(u, b)`` (reduce-scatter of dn) and ``norm_bwd(u, b)`` = the chain back:
   wait for that reduce-scatter, u's norm backward + residual on the shard, launch the
   all-gathers of that gradient and of unit u−1's saved norm output (the weight gradient's
-  input: saved as its shard, gathered again, as Megatron does); ``embed_bwd(b)``.
+  input: saved as its shard, gathered again, as Megatron does; with ``--sp-wgrad-input
+  keep`` the forward's gathered copy is kept instead and that all-gather is not issued:
+  the backward's collectives per unit go from three to two); ``embed_bwd(b)``.
 
 On CUDA with a side stream (domino-sp) the chains run on it, so neither stream waits
 for the other's compute; on CPU they run inline. Norm weights see only this rank's
@@ -57,8 +59,9 @@ class ShardActs:
 
     h: torch.Tensor  # [Ts, d] the unit's input shard (residual stream)
     rstd: torch.Tensor  # [Ts, 1] fp32
-    n: torch.Tensor  # [Ts, d] the norm output shard (gathered again for the wgrad)
+    n: torch.Tensor | None  # [Ts, d] the norm output shard (gathered again for the wgrad)
     core: tuple | None = None  # the core's saved tensors
+    n_full: torch.Tensor | None = None  # [T, d] the forward's gathered norm output (keep)
 
 
 class ShardedStep(StepBase):
@@ -88,6 +91,9 @@ class ShardedStep(StepBase):
         self.wn_all: dict[int, list[Pending]] = {}  # unit -> the all-gathers of its n
         self.wn_pending: list[Pending] | None = None  # those the pending W(u) reads
         self.jbuf: dict[tuple[str, int], torch.Tensor] = {}  # (name, unit) -> [ΣT, d]
+        # --sp-wgrad-input keep: the forward's gathered norm outputs feed the weight
+        # gradients (module doc), none gathered again
+        self.keep_n = runner.sp_wgrad_input == "keep"
 
     def _buf(self, name: str, u: Unit, b: int, rows: int, side: bool = False) -> torch.Tensor:
         return self.ex.buffer((name, u.index, b), (rows, self.d), self.dt, self.dev, side)
@@ -121,10 +127,15 @@ class ShardedStep(StepBase):
             n_s, h_s, rstd = ex.run(
                 ("N", u.index, b), S.seg_norm, h_s, y_s, u.weights[0], self.dims.eps, side=True
             )
-            n_full = self._buf("ag", u, b, self.T[b], side=True)
+            keep = self.keep_n and u is not self.head  # the head keeps its own (head_n)
+            if keep and self.joint:  # straight into the weight gradient's [ΣT, d] block
+                n_full = self._joint_buf("nagW", u.index, b)
+            else:
+                n_full = self._buf("ag", u, b, self.T[b], side=True)
             p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
                           side=True, ordered=True)  # fmt: skip
-        self.acts[u.index, b] = ShardActs(h=h_s, rstd=rstd, n=n_s)
+        self.acts[u.index, b] = (ShardActs(h=h_s, rstd=rstd, n=None, n_full=n_full) if keep
+                                 else ShardActs(h=h_s, rstd=rstd, n=n_s))  # fmt: skip
         self.ag[b] = (n_full, p)
 
     def core(self, u: Layer, b: int) -> None:
@@ -199,7 +210,7 @@ class ShardedStep(StepBase):
         args = (u.kind, g_all, wg, n_all, w_in.grad, w_out.grad, self._first(("w", i)))
         self.pre = Deferred(("W", i, -1), S.seg_wgrad, args)
         self.pre_wait = None
-        self.wn_pending = self.wn_all.pop(i)
+        self.wn_pending = self.wn_all.pop(i, None)  # none with --sp-wgrad-input keep
 
     def _run_pre(self) -> None:
         """The pending weight gradient as a segment of its own, now (joint weight
@@ -243,7 +254,9 @@ class ShardedStep(StepBase):
             wg = ex.launch(("gag", u.index, b), "all_gather", g_full, g_s, async_op=async_op,
                            side=True, ordered=True)  # fmt: skip
             n_full = wn = None
-            if u.index > 0:  # unit u-1's norm output, the input of its weight gradient
+            if u.index > 0 and self.keep_n:  # the forward's gathered copy, kept
+                n_full = self.acts[below, b].n_full
+            elif u.index > 0:  # unit u-1's norm output, the input of its weight gradient
                 if self.joint:
                     n_full = self._joint_buf("nagW", below, b)
                 else:
