@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without an install
 
 from domino_prof.rundata import comm_label, mode_ratio, verdict_text  # noqa: E402
+from domino_prof.reference_model import modes as _modes  # noqa: E402
 
 OUT = ROOT / "docs" / "RESULTS.md"
 
@@ -127,8 +128,12 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--splits {cfg['splits']}")
     if cfg.get("wgrad_in", "joint") != "joint":
         parts.append(f"--wgrad-in {cfg['wgrad_in']}")
-    if cfg.get("sp_wgrad_input", "regather") != "regather":
-        parts.append(f"--sp-wgrad-input {cfg['sp_wgrad_input']}")
+    # run.json has no sp_wgrad_input before the knob: those SP modes gathered again
+    # ("regather"); keep is the default since reports/emulated-h100-2026-12-07b
+    how = cfg.get("sp_wgrad_input", "regather")
+    if how != "keep" and any(_modes.get(m).sequence_parallel for m in cfg.get("modes", ())
+                             if m in _modes.names()):  # fmt: skip
+        parts.append(f"--sp-wgrad-input {how}")
     if cfg.get("mb_streams", 1) != 1:
         parts.append(f"--mb-streams {cfg['mb_streams']}")
     if cfg.get("col_splits", 1) != 1:

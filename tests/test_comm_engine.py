@@ -378,8 +378,10 @@ def test_comm_ctas_scope_bwd_sends_the_backward_s_collectives_to_its_comm():
         log: list = []
         fwd = Rec("fwd", log)
         model = shard_model(cfg, fwd, seed=1, device="cpu", dtype=torch.float32)
+        # regather: its backward all-gathers of the norm outputs (nag) are routed too
         r = StepRunner(model, fwd, schedule="domino-sp", splits=2, record=True,
-                       bwd_comm=Rec("bwd", log) if scoped else None)  # fmt: skip
+                       bwd_comm=Rec("bwd", log) if scoped else None,
+                       sp_wgrad_input="regather")  # fmt: skip
         r.step(inp, tgt)
         launches = [k for ev, k in r.executor.events if ev == "launch"]
         assert len(launches) == len(log)

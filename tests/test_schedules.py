@@ -166,9 +166,11 @@ def test_skip_comm_runs_one_rank_of_tp2_in_one_process():
             assert p.grad.shape == p.shape
         launches[name] = sum(1 for kind, _ in runner.events if kind == "launch")
     # all-reduce TP: (4 forward + 5 backward + 2 cross-entropy) per micro-batch; SP: per
-    # micro-batch 5 all-gathers + 4 reduce-scatters forward, 5 reduce-scatters + 5 + 4
-    # all-gathers backward, 2 cross-entropy; + 1 all-reduce of the norm-weight grads
-    assert launches == {"tp": 11, "domino": 22, "sp": 26, "domino-sp": 51}
+    # micro-batch 5 all-gathers + 4 reduce-scatters forward, 5 reduce-scatters + 5
+    # all-gathers backward (the weight gradients' inputs kept: --sp-wgrad-input keep, the
+    # default; regather gathers 4 more, tests/test_sp_wgrad_input.py), 2 cross-entropy;
+    # + 1 all-reduce of the norm-weight grads
+    assert launches == {"tp": 11, "domino": 22, "sp": 22, "domino-sp": 43}
 
 
 def test_unknown_layer_kind_is_refused_where_the_units_are_built():

@@ -62,9 +62,9 @@ def test_sp_wgrad_input_is_checked_and_recorded():
     with pytest.raises(ConfigError, match=r"^--sp-wgrad-input must be regather or keep, "
                                           r"got 'x'$"):  # fmt: skip
         RunConfig(model=tiny(), sp_wgrad_input="x").validate()
-    assert RunConfig(model=tiny()).validate().to_dict()["sp_wgrad_input"] == "regather"
-    c = RunConfig(model=tiny(), sp_wgrad_input="keep").validate()
-    assert c.to_dict()["sp_wgrad_input"] == "keep"
+    assert RunConfig(model=tiny()).validate().to_dict()["sp_wgrad_input"] == "keep"
+    c = RunConfig(model=tiny(), sp_wgrad_input="regather").validate()
+    assert c.to_dict()["sp_wgrad_input"] == "regather"
     from domino_prof.reference_model.comm import SkipComm
     from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.schedule import StepRunner

@@ -531,12 +531,17 @@ class RunConfig:
     # copy to the weight gradient instead: a third of the backward's collectives fewer (no
     # all-gather of the norm output), one [T, d] activation more per unit in memory (none
     # more where the executor holds the forward's buffers to the step's end anyway: a side
-    # stream's or a CUDA graph's). Gradients are the same bits (tests/gloo_cases.py).
-    sp_wgrad_input: str = _field("regather", "--sp-wgrad-input", "Sequence-parallel modes: "
-                                 "the weight gradients' gathered input, all-gathered again "
-                                 "in the backward (regather, Megatron's) or kept from the "
-                                 "forward (keep: a third less backward comm, one gathered "
-                                 "activation a layer more memory).")  # fmt: skip
+    # stream's or a CUDA graph's). Gradients are the same bits (tests/test_sp_wgrad_input).
+    # keep is the default by measurement (one H100, emulated TP 8, headline shape,
+    # --cuda-graphs, reports/emulated-h100-2026-12-07b/call1, two runs each): domino-sp
+    # 79.43 / 79.35 -> 76.82 / 76.87 ms (0.828 -> 0.857 of nocomm), sp 98.96 / 98.84 ->
+    # 90.08 / 90.00; peak memory domino-sp 24.0 -> 21.4 GB (graphs: the joint buffer
+    # replaces the forward's), sp 11.1 -> 13.2 GB (the cost: regather where memory binds).
+    sp_wgrad_input: str = _field("keep", "--sp-wgrad-input", "Sequence-parallel modes: "
+                                 "the weight gradients' gathered input kept from the "
+                                 "forward (keep: a third less backward comm, up to one "
+                                 "gathered activation a layer more memory) or all-gathered "
+                                 "again in the backward (regather, Megatron's).")  # fmt: skip
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a

@@ -51,7 +51,7 @@ class StepRunner:
     ``col_splits``: column chunks of each all-reduced partial sum (a schedule registered
     with ``col_split``; tp_step.py); ``wgrad_in``: "joint" or "accumulate", how the
     all-reduce schedules' column-parallel weight gradients read the micro-batches' norm
-    outputs (``--wgrad-in``, units._acc_mm_in); ``sp_wgrad_input``: "regather" or "keep",
+    outputs (``--wgrad-in``, units._acc_mm_in); ``sp_wgrad_input``: "keep" or "regather",
     whether the sequence-parallel weight gradients' gathered input is all-gathered again in
     the backward or kept from the forward (``--sp-wgrad-input``, sp_step.py);
     ``mb_streams``: 2 runs each of the 2 micro-batches of an all-reduce schedule on a CUDA
@@ -76,7 +76,7 @@ class StepRunner:
         splits: int = 1,
         col_splits: int = 1,
         wgrad_in: str = "joint",
-        sp_wgrad_input: str = "regather",
+        sp_wgrad_input: str = "keep",
         split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
@@ -253,7 +253,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         splits=cfg.splits_for(mode),
         col_splits=cfg.col_splits_for(mode),
         wgrad_in=getattr(cfg, "wgrad_in", "joint"),
-        sp_wgrad_input=getattr(cfg, "sp_wgrad_input", "regather"),
+        sp_wgrad_input=getattr(cfg, "sp_wgrad_input", "keep"),
         split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,

@@ -50,7 +50,7 @@ def compare(
     graph_scope: str = "segment",
     wgrad_in: str = "joint",
     mb_streams: int = 1,
-    sp_wgrad_input: str = "regather",
+    sp_wgrad_input: str = "keep",
 ) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
     ``schedule``: a registered schedule name (or, without it, ``overlap`` / ``sp`` pick
