@@ -389,3 +389,29 @@ def test_comm_ctas_scope_applies_to_the_candidates_with_comm_ctas():
     win = T.run_command(flags, cands[0], "domino-sp")
     assert "--comm-ctas" not in win  # neither flag: the scope alone is refused by run
     assert "--comm-ctas-scope" not in T._base_flags(plan[1]["cfg"], layers=0)
+
+
+def test_sp_wgrad_input_is_a_domino_sp_candidate_knob_not_tps():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = candidates(parse_grid(["sp_wgrad_input=default,regather", "cuda_graphs=on"]))
+    assert [c.sp_wgrad_input for c in cands] == [None, "regather"]
+    assert "sp_wgrad_input" not in TP_KEYS and cands[0].tp() == cands[1].tp()
+    assert "sp_wgrad_input" not in cands[0].fields()
+    assert cands[1].fields()["sp_wgrad_input"] == "regather"
+    assert cands[1].flags()[-3:] == ["--sp-wgrad-input", "regather", "--cuda-graphs"]
+    assert cands[1].slug() == "splits2-col1-sp-regather-graphs"
+    assert cands[1].text() == "splits 2, col 1, sp-wgrad-input regather, graphs"
+    base = {"mbs": 2, "tp": 8, "comm": "emulate", "graph_scope": "step"}
+    plan = T._plan(cands, base, "cuda", RunConfig, schedule="domino-sp")
+    assert [p["cfg"].sp_wgrad_input for p in plan] == ["keep", "regather"]
+    # with --schedule domino the knob has nothing to act on: refused in every candidate
+    # it is in, so the grid's one line
+    with pytest.raises(T.ConfigError, match="^--sp-wgrad-input regather applies to a sequence-"
+                                            "parallel schedule: tune it with --schedule "
+                                            "domino-sp$"):  # fmt: skip
+        T._plan(cands, base, "cuda", RunConfig)
+    with pytest.raises(T.ConfigError, match="--grid sp_wgrad_input: 'x' is not one of default, "
+                                            "regather, keep"):  # fmt: skip
+        parse_grid(["sp_wgrad_input=x"])

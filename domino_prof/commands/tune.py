@@ -11,7 +11,10 @@ sweep-wide option), ``comm_engine`` (``sm`` or ``ce``: emulated copy-engine coll
 skipped), ``wgrad_in`` (``joint`` or ``accumulate``: how domino's column-parallel weight
 gradients read the micro-batches; not a tp knob), ``mb_streams`` (``1`` or ``2``: domino's
 two micro-batches on one stream or a stream each; not a tp knob; 2 needs 2 micro-batches
-and, with graphs, one graph per step, else the candidate is skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+and, with graphs, one graph per step, else the candidate is skipped), ``sp_wgrad_input``
+(``keep`` or ``regather``: domino-sp's weight gradients read the forward's gathered norm
+outputs or gather them again; ``--schedule domino-sp`` only, else the candidate is
+skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
 launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
@@ -106,6 +109,17 @@ def _wgrad_value(key: str, v: str) -> str | None:
     return v
 
 
+def _sp_input_value(key: str, v: str) -> str | None:
+    from domino_prof.reference_model.config import SP_WGRAD_INPUTS
+
+    if v == "default":
+        return None
+    if v not in SP_WGRAD_INPUTS:
+        raise ConfigError(f"--grid {key}: {v!r} is not one of default, "
+                          f"{', '.join(SP_WGRAD_INPUTS)}")  # fmt: skip
+    return v
+
+
 def _bool_value(key: str, v: str) -> bool:
     on = {"on": True, "true": True, "1": True, "yes": True}
     off = {"off": False, "false": False, "0": False, "no": False}
@@ -126,6 +140,8 @@ GRID_KEYS = {
     "comm_engine": (_engine_value, None),  # how collectives move data (default: run's, sm)
     "wgrad_in": (_wgrad_value, None),  # domino's w_in gradients (default: run's, joint)
     "mb_streams": (_ctas_value, None),  # domino's micro-batch lanes (default: run's, 1)
+    # domino-sp's weight gradients' gathered input (default: run's, keep)
+    "sp_wgrad_input": (_sp_input_value, None),
 }
 # tp takes these (its best at the candidate's mbs: the reference)
 TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs", "comm_engine")
@@ -169,6 +185,7 @@ class Settings:
     comm_engine: str | None = None  # None: run's default (sm)
     wgrad_in: str | None = None  # None: run's default (joint); not tp's (one micro-batch)
     mb_streams: int | None = None  # None: run's default (1); not tp's (one micro-batch)
+    sp_wgrad_input: str | None = None  # None: run's default (keep); --schedule domino-sp
 
     def fields(self) -> dict:
         """The RunConfig fields the candidate sets (mbs and the engine only when given)."""
@@ -181,6 +198,8 @@ class Settings:
             f["wgrad_in"] = self.wgrad_in
         if self.mb_streams is not None:
             f["mb_streams"] = self.mb_streams
+        if self.sp_wgrad_input is not None:
+            f["sp_wgrad_input"] = self.sp_wgrad_input
         return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
@@ -204,6 +223,8 @@ class Settings:
             s += f", wgrad-in {self.wgrad_in}"
         if self.mb_streams is not None:
             s += f", mb-streams {self.mb_streams}"
+        if self.sp_wgrad_input is not None:
+            s += f", sp-wgrad-input {self.sp_wgrad_input}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -223,6 +244,8 @@ class Settings:
             s += f"-wgrad-{self.wgrad_in}"
         if self.mb_streams is not None:
             s += f"-streams{self.mb_streams}"
+        if self.sp_wgrad_input is not None:
+            s += f"-sp-{self.sp_wgrad_input}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -243,6 +266,8 @@ class Settings:
             f += ["--wgrad-in", self.wgrad_in]
         if self.mb_streams is not None:
             f += ["--mb-streams", str(self.mb_streams)]
+        if self.sp_wgrad_input is not None:
+            f += ["--sp-wgrad-input", self.sp_wgrad_input]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -257,7 +282,8 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         splits = len(sizes) if sizes is not None else v["splits"]
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
                                 v["cuda_graphs"], v["sm_carveout"], v["mbs"],
-                                v["comm_engine"], v["wgrad_in"], v["mb_streams"]),
+                                v["comm_engine"], v["wgrad_in"], v["mb_streams"],
+                                v["sp_wgrad_input"]),
                         None)  # fmt: skip
     return list(out)
 
@@ -427,7 +453,7 @@ def register(app: typer.Typer) -> None:
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
-            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2). A key not given keeps run's default.")),  # fmt: skip
+            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2), sp_wgrad_input (default, keep, regather; --schedule domino-sp). A key not given keeps run's default.")),  # fmt: skip
         schedule: str = typer.Option("domino", "--schedule", help=(
             "The schedule tuned: domino (all-reduce TP) or domino-sp (over sequence "
             "parallelism); each candidate runs it and nocomm.")),  # fmt: skip
@@ -536,6 +562,9 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig,
             why = None
         except ConfigError as e:
             cfg, why = None, str(e)
+        if s.sp_wgrad_input is not None and not _modes.get(schedule).sequence_parallel:
+            cfg, why = None, (f"--sp-wgrad-input {s.sp_wgrad_input} applies to a sequence-"
+                              "parallel schedule: tune it with --schedule domino-sp")  # fmt: skip
         plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
                      "tp": False})  # fmt: skip
         errors[s] = why
