@@ -73,7 +73,8 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-06b, H100) the lanes' lock at mbs 2, at mbs 4 and 8b, eager;
     # (2026-12-06c, H100) domino-sp near the bound, its llama3-8b row, its tune sweep;
     # (2026-12-07, H100) domino-sp against its own no-comm mode
-    assert n == 29
+    # (2026-12-07b, H100) domino-sp keeps the forward's gathered inputs (--sp-wgrad-input)
+    assert n == 30
 
 
 def test_the_readme_fits_on_a_screen_or_two():
