@@ -29,7 +29,7 @@ from domino_prof.reference_model import modes
 from domino_prof.reference_model import units as U
 from domino_prof.reference_model.carveout import carveout_of
 from domino_prof.reference_model.comm import Comm, ProcessGroupComm, make_comm, pg_options
-from domino_prof.reference_model.config import default_profile, lane_comm
+from domino_prof.reference_model.config import SP_WGRAD_INPUTS, default_profile, lane_comm
 from domino_prof.reference_model.executor import SegmentExecutor
 from domino_prof.reference_model.layers import Embedding, units_of
 from domino_prof.reference_model.model import Transformer, rope_tables
@@ -107,9 +107,10 @@ class StepRunner:
             raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
         self.col_splits = col_splits
         self.wgrad_in = wgrad_in  # tp_step.AllReduceStep (config.WGRAD_INS)
-        if sp_wgrad_input not in ("regather", "keep"):
-            raise ValueError(f"sp_wgrad_input must be regather or keep, got {sp_wgrad_input!r}")
-        self.sp_wgrad_input = sp_wgrad_input  # sp_step.ShardedStep (config.SP_WGRAD_INPUTS)
+        if sp_wgrad_input not in SP_WGRAD_INPUTS:
+            raise ValueError(f"sp_wgrad_input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
+                             f"{sp_wgrad_input!r}")  # fmt: skip
+        self.sp_wgrad_input = sp_wgrad_input  # sp_step.ShardedStep
         if mb_streams not in (1, 2):
             raise ValueError(f"mb_streams must be 1 or 2, got {mb_streams}")
         if mb_streams == 2 and (not self.spec.micro_batched or self.spec.sequence_parallel
