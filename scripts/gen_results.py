@@ -857,7 +857,7 @@ SECTIONS: list[dict] = [
                 "engines with keep: 0.902, 1.39x tp at its best in that call (102.06 ms). "
                 "Fewer backward CTAs, a high-priority side stream and a carve-out of 8-24 "
                 "SMs (the third call) move domino-sp by 0.8 ms or less, and the carve-out "
-                "costs domino 3 ms (bwd20 and bwd16 slow their own tp: their domino-sp / "
+                "costs domino up to 3.9 ms (bwd20 and bwd16 slow their own tp: their domino-sp / "
                 "tp is against it). Eager stays host-bound. "
                 "reports/emulated-h100-2026-12-07b/README.md.",
     },
