@@ -1,4 +1,4 @@
-# call 2, 2026-12-07 07:50 UTC, one H100 (device tool, kind nvidia-h100-x1), code of 693e846
+# call 2, 2026-12-07 07:50 UTC, one H100 (device tool, kind nvidia-h100-x1), code of a9d0bac
 # (--sp-wgrad-input keep by default: every row keeps)
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1; mkdir -p /tmp/x/bench
 RUNS="defaults||--cuda-graphs
