@@ -134,8 +134,9 @@ class ShardedStep(StepBase):
                 n_full = self._buf("ag", u, b, self.T[b], side=True)
             p = ex.launch(("ag", u.index, b), "all_gather", n_full, n_s, async_op=async_op,
                           side=True, ordered=True)  # fmt: skip
-        self.acts[u.index, b] = (ShardActs(h=h_s, rstd=rstd, n=None, n_full=n_full) if keep
-                                 else ShardActs(h=h_s, rstd=rstd, n=n_s))  # fmt: skip
+        # keep: the gathered copy for the weight gradient, no shard to gather again
+        self.acts[u.index, b] = ShardActs(h=h_s, rstd=rstd, n=None if keep else n_s,
+                                          n_full=n_full if keep else None)  # fmt: skip
         self.ag[b] = (n_full, p)
 
     def core(self, u: Layer, b: int) -> None:
