@@ -75,13 +75,18 @@ LANES = [
     ("domino", 2, True, False, {"graph_scope": "step"}),
 ]
 # --sp-wgrad-input keep: the forward's gathered norm outputs read by the backward's weight
-# gradients (sp_step.py), eager and under a CUDA graph per segment, beside regather
+# gradients (sp_step.py), eager and under a CUDA graph per segment, beside regather; and
+# --sp-residual fold
 SP_KEEP = [
     ("sp", 1, False, False, {"sp_wgrad_input": "keep"}),
     ("domino-sp", 2, False, False, {}),
     ("domino-sp", 2, False, False, {"sp_wgrad_input": "keep"}),
     ("domino-sp", 2, False, False, {"sp_wgrad_input": "keep", "wgrad_in": "accumulate"}),
     ("domino-sp", 2, True, False, {"sp_wgrad_input": "keep"}),
+    # --sp-residual fold: the cores add the residual shard before the reduce-scatter
+    ("sp", 1, False, False, {"sp_residual": "fold"}),
+    ("domino-sp", 2, False, False, {"sp_residual": "fold"}),
+    ("domino-sp", 2, True, False, {"sp_residual": "fold"}),
 ]
 
 

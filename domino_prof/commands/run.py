@@ -168,6 +168,7 @@ def register(app: typer.Typer) -> None:
         overlap_gemm: str = _opt("overlap_gemm"),
         wgrad_in: str = _opt("wgrad_in"),
         sp_wgrad_input: str = _opt("sp_wgrad_input"),
+        sp_residual: str = _opt("sp_residual"),
         mb_streams: int = _opt("mb_streams"),
         attention: str = _opt("attention"),
         comm: str = _opt("comm"),
@@ -209,7 +210,8 @@ def register(app: typer.Typer) -> None:
             "comm_ctas_scope": comm_ctas_scope,
             "sm_carveout": sm_carveout, "carveout_scope": carveout_scope,
             "overlap_gemm": overlap_gemm, "comm_engine": comm_engine, "wgrad_in": wgrad_in,
-            "sp_wgrad_input": sp_wgrad_input, "mb_streams": mb_streams,
+            "sp_wgrad_input": sp_wgrad_input, "sp_residual": sp_residual,
+            "mb_streams": mb_streams,
         }  # fmt: skip
         # the flags first, before torch is imported (a mistake costs no torch start-up)
         cfg = RunConfig.check_options(device=device, **options)

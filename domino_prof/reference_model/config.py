@@ -29,6 +29,10 @@ COMM_CTAS_SCOPES = ("all", "bwd")
 # their gathered input (each norm's output): all-gathered again in the backward, or kept
 # from the forward's all-gather
 SP_WGRAD_INPUTS = ("regather", "keep")
+# --sp-residual's kinds (sp_step.py): where the sequence-parallel forward adds the residual:
+# in the chain after the reduce-scatter (chain, Megatron's), or folded into the core's
+# partial sums before it (fold: the reduce-scatter returns the next residual)
+SP_RESIDUALS = ("chain", "fold")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -542,6 +546,16 @@ class RunConfig:
                                  "forward (keep: a third less backward comm, up to one "
                                  "gathered activation a layer more memory) or all-gathered "
                                  "again in the backward (regather, Megatron's).")  # fmt: skip
+    # sp / domino-sp forward: the residual add h_s + y_s after each reduce-scatter sits in
+    # the chain between it and the next all-gather, which in domino-sp is the forward's
+    # longer stream (reports/emulated-h100-2026-12-07b). fold adds h_s into the core's
+    # partial sums at this rank's rows instead (on the compute stream), so the
+    # reduce-scatter returns the next residual and the chain is the norm alone. Gradients
+    # are the unsharded model's within bf16 rounding (the sum's order moves).
+    sp_residual: str = _field("chain", "--sp-residual", "Sequence-parallel modes: the "
+                              "forward's residual add after each reduce-scatter (chain, "
+                              "Megatron's) or folded into the partial sums before it (fold: "
+                              "the chain between the collectives is the norm alone).")  # fmt: skip
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
@@ -768,6 +782,9 @@ class RunConfig:
         if self.sp_wgrad_input not in SP_WGRAD_INPUTS:
             raise ConfigError(f"--sp-wgrad-input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
                               f"{self.sp_wgrad_input!r}")  # fmt: skip
+        if self.sp_residual not in SP_RESIDUALS:
+            raise ConfigError(f"--sp-residual must be {' or '.join(SP_RESIDUALS)}, got "
+                              f"{self.sp_residual!r}")  # fmt: skip
         if self.mb_streams not in (1, 2):
             raise ConfigError(f"--mb-streams must be 1 or 2, got {self.mb_streams}")
         if self.mb_streams == 2:

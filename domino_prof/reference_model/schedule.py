@@ -29,7 +29,12 @@ from domino_prof.reference_model import modes
 from domino_prof.reference_model import units as U
 from domino_prof.reference_model.carveout import carveout_of
 from domino_prof.reference_model.comm import Comm, ProcessGroupComm, make_comm, pg_options
-from domino_prof.reference_model.config import SP_WGRAD_INPUTS, default_profile, lane_comm
+from domino_prof.reference_model.config import (
+    SP_RESIDUALS,
+    SP_WGRAD_INPUTS,
+    default_profile,
+    lane_comm,
+)
 from domino_prof.reference_model.executor import SegmentExecutor
 from domino_prof.reference_model.layers import Embedding, units_of
 from domino_prof.reference_model.model import Transformer, rope_tables
@@ -54,6 +59,8 @@ class StepRunner:
     outputs (``--wgrad-in``, units._acc_mm_in); ``sp_wgrad_input``: "keep" or "regather",
     whether the sequence-parallel weight gradients' gathered input is all-gathered again in
     the backward or kept from the forward (``--sp-wgrad-input``, sp_step.py);
+    ``sp_residual``: "chain" or "fold", where the sequence-parallel forward adds the
+    residual (``--sp-residual``, sp_step.py);
     ``mb_streams``: 2 runs each of the 2 micro-batches of an all-reduce schedule on a CUDA
     stream of its own (``--mb-streams``, tp_step.py's micro-batch lanes). The older spelling
     ``overlap=, sp=`` (no ``schedule``) still picks tp / domino / sp / domino-sp.
@@ -77,6 +84,7 @@ class StepRunner:
         col_splits: int = 1,
         wgrad_in: str = "joint",
         sp_wgrad_input: str = "keep",
+        sp_residual: str = "chain",
         split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
@@ -111,6 +119,10 @@ class StepRunner:
             raise ValueError(f"sp_wgrad_input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
                              f"{sp_wgrad_input!r}")  # fmt: skip
         self.sp_wgrad_input = sp_wgrad_input  # sp_step.ShardedStep
+        if sp_residual not in SP_RESIDUALS:
+            raise ValueError(f"sp_residual must be {' or '.join(SP_RESIDUALS)}, got "
+                             f"{sp_residual!r}")  # fmt: skip
+        self.sp_residual = sp_residual  # sp_step.ShardedStep
         if mb_streams not in (1, 2):
             raise ValueError(f"mb_streams must be 1 or 2, got {mb_streams}")
         if mb_streams == 2 and (not self.spec.micro_batched or self.spec.sequence_parallel
@@ -255,6 +267,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         col_splits=cfg.col_splits_for(mode),
         wgrad_in=getattr(cfg, "wgrad_in", "joint"),
         sp_wgrad_input=getattr(cfg, "sp_wgrad_input", "keep"),
+        sp_residual=getattr(cfg, "sp_residual", "chain"),
         split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,

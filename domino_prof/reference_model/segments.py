@@ -92,14 +92,18 @@ def seg_norm(h, y, w_norm, eps: float):
 
 
 def seg_core_fwd(kind: str, n, w_in, w_out, rope, b: int, dims: U.Dims, rows=None,
-                 x_all=None):  # fmt: skip
+                 x_all=None, resid=None, lo: int = 0):  # fmt: skip
     """SP forward core on the gathered sequence. ``rows`` (see _mb_slot): w_out's input
     kept in micro-batch b's rows of ``x_all``, the unit's [ΣT, x_width] buffer (None
-    for the micro-batch that comes first: allocated here). Returns (a, x_all,
+    for the micro-batch that comes first: allocated here). ``resid`` (``--sp-residual
+    fold``): this rank's residual shard, added into rows [lo, lo + its rows) of the
+    partial sums, so their reduce-scatter returns the next residual. Returns (a, x_all,
     *core_saved) (``x_all`` None without ``rows``)."""
     K = LAYER_KINDS[kind]
     x_all, x_slot = _mb_slot(n, rows, x_all, K.x_width(dims))
     a, saved, _ = K.core_fwd(n, w_in, w_out, rope, b, dims, x_out=x_slot)
+    if resid is not None:
+        a[lo : lo + resid.shape[0]].add_(resid)
     return (a, x_all) + saved
 
 

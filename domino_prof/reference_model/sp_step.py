@@ -11,7 +11,12 @@ on the gathered sequence. A unit is
 * forward: ``norm(u, b)`` = the *chain*: wait for unit u−1's reduce-scatter, residual +
   norm of u on the shard, launch the all-gather of its output; ``core(u, b)`` = wait
   for that all-gather, the core on the whole sequence; ``scatter(u, b)`` = launch the
-  reduce-scatter of the core's partial sums; ``head_forward(b)``.
+  reduce-scatter of the core's partial sums; ``head_forward(b)``. With ``--sp-residual
+  fold`` the core adds u's input shard (the residual) into its partial sums at this
+  rank's rows before the reduce-scatter, which then returns h_s + y_s itself: the chain
+  is the norm alone, one kernel fewer between the two collectives (the add moves to the
+  compute stream, where the comm stream of a domino-sp forward is the longer; measured:
+  reports/emulated-h100-2026-12-07c).
 * backward: ``head_dgrad(b)`` / ``core_dgrad(u, b)`` (waits for the all-gathered output
   gradient, runs the deferred weight gradient of the micro-batch before, then u's core
   backward; its own weight gradient is deferred into the next segment; with several
@@ -94,6 +99,9 @@ class ShardedStep(StepBase):
         # --sp-wgrad-input keep: the forward's gathered norm outputs feed the weight
         # gradients (module doc), none gathered again
         self.keep_n = runner.sp_wgrad_input == "keep"
+        # --sp-residual fold: each core adds the residual shard into its partial sums, so
+        # the reduce-scatter returns the next residual and the chain is the norm alone
+        self.fold = runner.sp_residual == "fold"
 
     def _buf(self, name: str, u: Unit, b: int, rows: int, side: bool = False) -> torch.Tensor:
         return self.ex.buffer((name, u.index, b), (rows, self.d), self.dt, self.dev, side)
@@ -144,9 +152,10 @@ class ShardedStep(StepBase):
         self.ex.wait(p)
         _, w_in, w_out = u.weights
         rows = self.rows[b] if self.joint else None
+        resid = self.acts[u.index, b].h if self.fold else None  # --sp-residual fold
         a, x_all, *core = self.ex.run(
             ("C", u.index, b), S.seg_core_fwd, u.kind, n_full, w_in, w_out, self.rope,
-            self.b_mb[b], self.dims, rows, self.x_all.get(u.index),
+            self.b_mb[b], self.dims, rows, self.x_all.get(u.index), resid, self.r * self.Ts[b],
         )  # fmt: skip
         if self.joint and u.index not in self.x_all:
             self.x_all[u.index] = x_all
@@ -154,11 +163,15 @@ class ShardedStep(StepBase):
         self.a[b] = a
 
     def scatter(self, u: Layer, b: int, *, async_op: bool) -> None:
-        """Reduce-scatter of the core's partial sums: the next norm's residual input."""
+        """Reduce-scatter of the core's partial sums: the next norm's residual input (with
+        ``--sp-residual fold``, the next residual itself)."""
         y_s = self._buf("rs", u, b, self.Ts[b])
         p = self.ex.launch(("rs", u.index, b), "reduce_scatter", y_s, self.a[b],
                            async_op=async_op, ordered=True)  # fmt: skip
-        self.x[b] = (self.acts[u.index, b].h, y_s, p)
+        if self.fold:  # the core added the residual: y_s is the next unit's input already
+            self.x[b] = (y_s, None, p)
+        else:
+            self.x[b] = (self.acts[u.index, b].h, y_s, p)
 
     def head_forward(self, b: int) -> None:
         n_full, p = self.ag[b]

@@ -51,18 +51,20 @@ def compare(
     wgrad_in: str = "joint",
     mb_streams: int = 1,
     sp_wgrad_input: str = "keep",
+    sp_residual: str = "chain",
 ) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
     ``schedule``: a registered schedule name (or, without it, ``overlap`` / ``sp`` pick
     tp / domino / sp / domino-sp). With ``graphs`` the step runs twice (capture, then
     replay) and the second, replayed step's gradients are compared. ``col_splits``,
-    ``split_sizes``, ``graph_scope``, ``wgrad_in``, ``mb_streams``, ``sp_wgrad_input``: as
-    StepRunner's."""
+    ``split_sizes``, ``graph_scope``, ``wgrad_in``, ``mb_streams``, ``sp_wgrad_input``,
+    ``sp_residual``: as StepRunner's."""
     model = shard_model(cfg, comm, seed=seed, device=device, dtype=dtype)
     runner = StepRunner(
         model, comm, schedule=schedule, splits=splits, overlap=overlap, sp=sp, graphs=graphs,
         compile=compile, col_splits=col_splits, split_sizes=split_sizes, graph_scope=graph_scope,
         wgrad_in=wgrad_in, mb_streams=mb_streams, sp_wgrad_input=sp_wgrad_input,
+        sp_residual=sp_residual,
     )  # fmt: skip
     loss = runner.step(inp, tgt)
     if graphs:  # the first step captured; check a replayed one (grads are overwritten)
