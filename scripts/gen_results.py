@@ -128,12 +128,17 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--splits {cfg['splits']}")
     if cfg.get("wgrad_in", "joint") != "joint":
         parts.append(f"--wgrad-in {cfg['wgrad_in']}")
+    sp = any(_modes.get(m).sequence_parallel for m in cfg.get("modes", ()) if m in _modes.names())
     # run.json has no sp_wgrad_input before the knob: those SP modes gathered again
     # ("regather"); keep is the default since reports/emulated-h100-2026-12-07b
     how = cfg.get("sp_wgrad_input", "regather")
-    if how != "keep" and any(_modes.get(m).sequence_parallel for m in cfg.get("modes", ())
-                             if m in _modes.names()):  # fmt: skip
+    if sp and how != "keep":
         parts.append(f"--sp-wgrad-input {how}")
+    # nor sp_residual before its knob: those added the residual in the chain; fold is the
+    # default since reports/emulated-h100-2026-12-07c
+    res = cfg.get("sp_residual", "chain")
+    if sp and res != "fold":
+        parts.append(f"--sp-residual {res}")
     if cfg.get("mb_streams", 1) != 1:
         parts.append(f"--mb-streams {cfg['mb_streams']}")
     if cfg.get("col_splits", 1) != 1:

@@ -104,17 +104,18 @@ SPLIT_CASES = (  # tests/test_domino_splits.py: the column split and uneven micr
     ("sp-sizes121-keep-step-graph", {"splits": 3, "split_sizes": (1, 2, 1),
                                      "schedule": "domino-sp", "graphs": True,
                                      "graph_scope": "step", "sp_wgrad_input": "keep"}),  # fmt: skip
-    # --sp-residual fold: the cores add the residual shard into their partial sums (sp;
-    # domino-sp joint, one per micro-batch under graphs, joint in a whole-step graph)
-    ("sp-fold", {"splits": 1, "schedule": "sp", "sp_residual": "fold"}),
-    ("sp-sizes31-fold", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp",
-                         "sp_residual": "fold"}),  # fmt: skip
-    ("sp-sizes13-acc-fold-graphs", {"splits": 2, "split_sizes": (1, 3), "schedule": "domino-sp",
-                                    "wgrad_in": "accumulate", "graphs": True,
-                                    "sp_residual": "fold"}),  # fmt: skip
-    ("sp-sizes121-fold-step-graph", {"splits": 3, "split_sizes": (1, 2, 1),
-                                     "schedule": "domino-sp", "graphs": True,
-                                     "graph_scope": "step", "sp_residual": "fold"}),  # fmt: skip
+    # --sp-residual chain (Megatron's; the cases above fold, the default): the residual
+    # added after the reduce-scatter (sp; domino-sp joint, one per micro-batch under
+    # graphs, joint in a whole-step graph)
+    ("sp-chain", {"splits": 1, "schedule": "sp", "sp_residual": "chain"}),
+    ("sp-sizes31-chain", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino-sp",
+                          "sp_residual": "chain"}),  # fmt: skip
+    ("sp-sizes13-acc-chain-graphs", {"splits": 2, "split_sizes": (1, 3),
+                                     "schedule": "domino-sp", "wgrad_in": "accumulate",
+                                     "graphs": True, "sp_residual": "chain"}),  # fmt: skip
+    ("sp-sizes121-chain-step-graph", {"splits": 3, "split_sizes": (1, 2, 1),
+                                      "schedule": "domino-sp", "graphs": True,
+                                      "graph_scope": "step", "sp_residual": "chain"}),  # fmt: skip
     # --wgrad-in accumulate: w_in's gradient one GEMM per micro-batch (uneven rows, with
     # the column split, under the CPU emulation of CUDA graphs and of a whole-step graph)
     ("sizes31-acc", {"splits": 2, "split_sizes": (3, 1), "schedule": "domino",

@@ -97,6 +97,22 @@ def test_scope_fwd_is_overlap_in_the_forward_only(schedule):
         assert calls == [None, 24, None]
 
 
+@pytest.mark.parametrize("schedule", ["domino", "domino-sp"])
+def test_scope_bwd_is_overlap_in_the_backward_only(schedule):
+    """Scope bwd: on exactly where scope overlap is on and the segment is of the backward,
+    so fwd and bwd split overlap's segments between them, none in both."""
+    over, _ = _segments(schedule, 2)
+    fwd, _ = _segments(schedule, 2, scope="fwd")
+    got, _ = _segments(schedule, 2, scope="bwd")
+    phases = _segments.phases
+    assert [k for k, _ in got] == [k for k, _ in over]
+    assert [on for _, on in got] == [o and p == "bwd" for (_, o), p in zip(over, phases)]
+    assert [f + b for (_, f), (_, b) in zip(fwd, got)] == [int(o) for _, o in over]
+    assert any(on for _, on in got) and any(on for _, on in fwd)
+    if schedule == "domino":  # overlap's on segments beyond the forward's 10 (test above)
+        assert sum(on for _, on in got) == sum(on for _, on in over) - 10 > 0
+
+
 def test_scope_all_is_on_for_every_segment():
     got, calls = _segments("tp", 1, scope="all")
     assert all(on for _, on in got) and calls == [24]  # set once, by the first segment
@@ -122,7 +138,7 @@ def test_carveout_of_and_bad_values():
     assert carveout_of(cfg, torch.device("cpu")) is None  # not CUDA: none
     c = carveout_of(cfg, torch.device("cuda"))
     assert (c.sms, c.scope, c.counts) == (8, "overlap", (0, 0))
-    with pytest.raises(ValueError, match="one of overlap, fwd, all"):
+    with pytest.raises(ValueError, match="one of overlap, fwd, bwd, all"):
         Carveout(8, "gemms")
     with pytest.raises(ValueError, match=">= 0"):
         Carveout(-1)

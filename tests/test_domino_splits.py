@@ -172,7 +172,7 @@ def test_col_split_refused_where_it_does_not_apply():
         ({"sm_carveout": 16}, "--sm-carveout needs --device cuda"),
         ({"device": "cuda", "sm_carveout": -1}, "--sm-carveout must be >= 0 SMs, got -1"),
         ({"device": "cuda", "sm_carveout": 8, "carveout_scope": "gemms"},
-         "--carveout-scope must be one of overlap, fwd, all, got 'gemms'"),
+         "--carveout-scope must be one of overlap, fwd, bwd, all, got 'gemms'"),
     ],
 )  # fmt: skip
 def test_config_errors(kw, needle):

@@ -3,8 +3,9 @@ into their partial sums before the reduce-scatter, so the chain between the
 reduce-scatter and the next all-gather is the norm alone (sp_step.py). Checked here: the
 segment's add (exact, against the core without it), which chain segments add and which
 cores do (counted by hand on the tiny preset: 2 layers, 4 sub-layer cores, 5 norms), the
-one-line error; the gradients against the unsharded model at tp 2 on gloo are
-tests/gloo_cases.py ``SPLIT_CASES`` (``*fold*``, tests/test_domino_splits.py)."""
+one-line error and the default; the gradients against the unsharded model at tp 2 on gloo
+are tests/gloo_cases.py ``SPLIT_CASES`` (fold, the default, in the SP cases; ``*chain*``
+for chain; tests/test_domino_splits.py)."""
 
 from __future__ import annotations
 
@@ -74,14 +75,15 @@ def test_fold_moves_every_residual_add_from_the_chain_into_the_cores(schedule, s
 
 
 def test_sp_residual_is_checked_and_recorded():
-    with pytest.raises(ConfigError, match=r"^--sp-residual must be chain or fold, got 'x'$"):
+    with pytest.raises(ConfigError, match=r"^--sp-residual must be fold or chain, got 'x'$"):
         RunConfig(model=tiny(), sp_residual="x").validate()
-    c = RunConfig(model=tiny(), sp_residual="fold").validate()
-    assert c.to_dict()["sp_residual"] == "fold"
+    assert RunConfig(model=tiny()).validate().to_dict()["sp_residual"] == "fold"
+    c = RunConfig(model=tiny(), sp_residual="chain").validate()
+    assert c.to_dict()["sp_residual"] == "chain"
     from domino_prof.reference_model.comm import SkipComm
     from domino_prof.reference_model.parallel import shard_model
     from domino_prof.reference_model.schedule import StepRunner
 
     comm = SkipComm(2, 1)
-    with pytest.raises(ValueError, match="sp_residual must be chain or fold"):
+    with pytest.raises(ValueError, match="sp_residual must be fold or chain"):
         StepRunner(shard_model(tiny(), comm, seed=1), comm, schedule="sp", sp_residual="add")

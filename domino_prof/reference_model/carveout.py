@@ -27,6 +27,11 @@ Scope (``--carveout-scope``):
   side-stream chain gains; measured (one H100, emulated TP 8, copy engines, 16 SMs,
   reports/emulated-h100-2026-12-06c): no, domino-sp 78.8-79.2 ms against 76.1 with
   ``overlap``; domino 83.4-84.2 against 86.0 (and about 82 with no carveout).
+* ``bwd``: as ``overlap``, in the backward only; the forward's GEMMs keep every SM. Built
+  for domino-sp with ``--sp-residual fold`` (one H100, emulated TP 8, 24 SMs,
+  reports/emulated-h100-2026-12-07c/call1): the carveout took its backward from 49.8 to
+  48.9-49.2 ms a profiled step and its forward from 27.4 to 27.7-28.0 (the forward's
+  two streams are both full; its chain waited longer for the narrower GEMMs).
 * ``all``: every GEMM of the process, set once before any runner is built.
 
 Under CUDA graphs the carveout of a segment is the one in force when it was captured
@@ -42,7 +47,7 @@ persistent kernels run in clusters, which must fit in one GPC's free SMs (triton
 
 from __future__ import annotations
 
-SCOPES = ("overlap", "fwd", "all")
+SCOPES = ("overlap", "fwd", "bwd", "all")
 
 
 class TorchBlas:
@@ -67,7 +72,7 @@ class TorchBlas:
 class Carveout:
     """The carveout of one runner: ``segment(in_flight, phase)`` before each segment is
     issued (eager or captured) turns it on for a segment issued beside a collective, off
-    otherwise (scope ``overlap``; ``fwd``: and only in phase "fwd"); scope ``all`` is on
+    otherwise (scope ``overlap``; ``fwd`` / ``bwd``: and only in that phase); scope ``all`` is on
     for every segment. The first
     segment sets the state explicitly, so a runner starts from its own scope whatever
     the previous mode's runner left.
@@ -102,7 +107,7 @@ class Carveout:
         if self.scope == "all":
             on = True
         else:
-            on = bool(in_flight) and (self.scope == "overlap" or phase == "fwd")
+            on = bool(in_flight) and (self.scope == "overlap" or phase == self.scope)
         self.segments += 1
         self.on_segments += on
         self._turn(on)

@@ -32,7 +32,7 @@ SP_WGRAD_INPUTS = ("regather", "keep")
 # --sp-residual's kinds (sp_step.py): where the sequence-parallel forward adds the residual:
 # in the chain after the reduce-scatter (chain, Megatron's), or folded into the core's
 # partial sums before it (fold: the reduce-scatter returns the next residual)
-SP_RESIDUALS = ("chain", "fold")
+SP_RESIDUALS = ("fold", "chain")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -551,11 +551,14 @@ class RunConfig:
     # longer stream (reports/emulated-h100-2026-12-07b). fold adds h_s into the core's
     # partial sums at this rank's rows instead (on the compute stream), so the
     # reduce-scatter returns the next residual and the chain is the norm alone. Gradients
-    # are the unsharded model's within bf16 rounding (the sum's order moves).
-    sp_residual: str = _field("chain", "--sp-residual", "Sequence-parallel modes: the "
-                              "forward's residual add after each reduce-scatter (chain, "
-                              "Megatron's) or folded into the partial sums before it (fold: "
-                              "the chain between the collectives is the norm alone).")  # fmt: skip
+    # are the unsharded model's within bf16 rounding (the sum's order moves). fold is the
+    # default by measurement (one H100, emulated TP 8, headline shape, --cuda-graphs,
+    # reports/emulated-h100-2026-12-07c/call1, two runs each): domino-sp 77.38 / 77.14 ->
+    # 76.96 / 76.79 ms; the chain's gap between its two collectives 13.3 -> 8.8 us median.
+    sp_residual: str = _field("fold", "--sp-residual", "Sequence-parallel modes: the "
+                              "forward's residual folded into the partial sums before each "
+                              "reduce-scatter (fold: the chain between the collectives is "
+                              "the norm alone) or added after it (chain, Megatron's).")  # fmt: skip
     # each micro-batch of the all-reduce micro-batched modes (domino, domino-nocomm) on a
     # CUDA stream of its own (tp_step.py, "micro-batch lanes"): one micro-batch's kernels
     # fill the SMs the other's leave idle (issue 34: attention's sub-wave grid at 3 heads a
@@ -585,8 +588,8 @@ class RunConfig:
     # which GEMMs take --sm-carveout (reference_model/carveout.py)
     carveout_scope: str = _field("overlap", "--carveout-scope", "GEMMs that take "
                                  "--sm-carveout: overlap (the segments issued while an "
-                                 "async collective is in flight), fwd (those of the forward "
-                                 "only) or all.")  # fmt: skip
+                                 "async collective is in flight), fwd or bwd (those of the "
+                                 "forward or of the backward only) or all.")  # fmt: skip
     modes: tuple[str, ...] = _field(MODES, "--mode", f"{', '.join(MODES)}, or all of them back "
                                     "to back in one process group.", cli_default="all")
     device: str = _field("cpu", "--device", "cuda, cpu, or auto.", cli_default=AUTO)

@@ -59,7 +59,7 @@ class StepRunner:
     outputs (``--wgrad-in``, units._acc_mm_in); ``sp_wgrad_input``: "keep" or "regather",
     whether the sequence-parallel weight gradients' gathered input is all-gathered again in
     the backward or kept from the forward (``--sp-wgrad-input``, sp_step.py);
-    ``sp_residual``: "chain" or "fold", where the sequence-parallel forward adds the
+    ``sp_residual``: "fold" or "chain", where the sequence-parallel forward adds the
     residual (``--sp-residual``, sp_step.py);
     ``mb_streams``: 2 runs each of the 2 micro-batches of an all-reduce schedule on a CUDA
     stream of its own (``--mb-streams``, tp_step.py's micro-batch lanes). The older spelling
@@ -84,7 +84,7 @@ class StepRunner:
         col_splits: int = 1,
         wgrad_in: str = "joint",
         sp_wgrad_input: str = "keep",
-        sp_residual: str = "chain",
+        sp_residual: str = "fold",
         split_sizes: tuple[int, ...] | None = None,
         graphs: bool = False,
         compile: bool = False,
@@ -267,7 +267,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         col_splits=cfg.col_splits_for(mode),
         wgrad_in=getattr(cfg, "wgrad_in", "joint"),
         sp_wgrad_input=getattr(cfg, "sp_wgrad_input", "keep"),
-        sp_residual=getattr(cfg, "sp_residual", "chain"),
+        sp_residual=getattr(cfg, "sp_residual", "fold"),
         split_sizes=cfg.split_sizes_for(mode),
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,

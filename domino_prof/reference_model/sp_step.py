@@ -12,7 +12,7 @@ on the gathered sequence. A unit is
   norm of u on the shard, launch the all-gather of its output; ``core(u, b)`` = wait
   for that all-gather, the core on the whole sequence; ``scatter(u, b)`` = launch the
   reduce-scatter of the core's partial sums; ``head_forward(b)``. With ``--sp-residual
-  fold`` the core adds u's input shard (the residual) into its partial sums at this
+  fold`` (the default; ``chain`` is Megatron's: the add in the chain) the core adds u's input shard (the residual) into its partial sums at this
   rank's rows before the reduce-scatter, which then returns h_s + y_s itself: the chain
   is the norm alone, one kernel fewer between the two collectives (the add moves to the
   compute stream, where the comm stream of a domino-sp forward is the longer; measured:

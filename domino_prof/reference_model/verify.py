@@ -51,7 +51,7 @@ def compare(
     wgrad_in: str = "joint",
     mb_streams: int = 1,
     sp_wgrad_input: str = "keep",
-    sp_residual: str = "chain",
+    sp_residual: str = "fold",
 ) -> tuple[float, dict[str, float]]:
     """(loss, {param name: relative error of this rank's gradient shard}).
     ``schedule``: a registered schedule name (or, without it, ``overlap`` / ``sp`` pick
