@@ -118,6 +118,16 @@ def _side_env(doc: dict) -> list[str]:
     return [f"DOMINO_PROF_SIDE_PRIORITY={prio}"] if prio else []
 
 
+def _auto_carveout_applies(cfg: dict) -> bool:
+    """Whether --carveout-auto (carveout.auto_carveout) acts on a run.json's config: a
+    micro-batched SP mode over emulated SM collectives on CUDA, no --sm-carveout."""
+    specs = [_modes.get(m).spec for m in cfg.get("modes", ())
+             if m in _modes.names() and _modes.get(m).comm != "skip"]  # fmt: skip
+    return (cfg.get("device") == "cuda" and cfg.get("comm") == "emulate"
+            and cfg.get("comm_engine", "sm") == "sm" and cfg.get("sm_carveout") is None
+            and any(s.micro_batched and s.sequence_parallel for s in specs))  # fmt: skip
+
+
 def _knob_flags(cfg: dict) -> list[str]:
     """The flags of issue 34's knobs a run.json's config set (absent before them)."""
     parts = []
@@ -151,6 +161,9 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--sm-carveout {cfg['sm_carveout']}")
         if cfg.get("carveout_scope", "overlap") != "overlap":
             parts.append(f"--carveout-scope {cfg['carveout_scope']}")
+    elif not cfg.get("carveout_auto", False) and _auto_carveout_applies(cfg):
+        # run.json has no carveout_auto before the knob (on since emulated-h100-2026-12-07c)
+        parts.append("--no-carveout-auto")
     if cfg.get("overlap_gemm", "cublas") != "cublas":
         parts.append(f"--overlap-gemm {cfg['overlap_gemm']}")
     if cfg.get("high_priority_comm"):

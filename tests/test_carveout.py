@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from domino_prof.reference_model.carveout import Carveout, TorchBlas, carveout_of
+from domino_prof.reference_model.carveout import Carveout, TorchBlas, auto_carveout, carveout_of
 from domino_prof.reference_model.config import tiny
 
 
@@ -115,7 +115,8 @@ def test_scope_bwd_is_overlap_in_the_backward_only(schedule):
 
 def test_scope_all_is_on_for_every_segment():
     got, calls = _segments("tp", 1, scope="all")
-    assert all(on for _, on in got) and calls == [24]  # set once, by the first segment
+    # set once, by the first segment; off again when the step ends (Carveout.off)
+    assert all(on for _, on in got) and calls == [24, None]
 
 
 def test_torch_blas_sets_both_knobs_and_restores_torchs_library():
@@ -142,3 +143,74 @@ def test_carveout_of_and_bad_values():
         Carveout(8, "gemms")
     with pytest.raises(ValueError, match=">= 0"):
         Carveout(-1)
+
+
+class _Stand:
+    """A comm whose collectives are an SM stand-in of ``n`` CTAs (None: copy engines)."""
+
+    def __init__(self, n) -> None:
+        self.n, self.asked = n, []
+
+    def sm_ctas(self, dtype):
+        self.asked.append(dtype)
+        return self.n
+
+
+def test_auto_carveout_is_domino_sp_s_backward_beside_an_sm_stand_in_only():
+    from domino_prof.reference_model import modes
+
+    on = SimpleNamespace(carveout_auto=True)
+    dsp, rec = modes.SCHEDULES["domino-sp"], Recorder()
+    stand = _Stand(24)
+    c = auto_carveout(on, dsp, stand, torch.bfloat16, blas=rec)
+    assert (c.sms, c.scope, c.auto, stand.asked) == (24, "bwd", True, [torch.bfloat16])
+    assert auto_carveout(on, dsp, _Stand(8), torch.bfloat16, blas=rec).sms == 8  # --comm-ctas
+    for sched in ("tp", "domino", "sp"):  # not micro-batched SP: none
+        assert auto_carveout(on, modes.SCHEDULES[sched], _Stand(24), None, blas=rec) is None
+    assert auto_carveout(on, dsp, _Stand(None), None, blas=rec) is None  # copy engines
+    assert auto_carveout(on, dsp, object(), None, blas=rec) is None  # real or skipped comm
+    assert auto_carveout(SimpleNamespace(carveout_auto=False), dsp, stand, None, blas=rec) is None
+    assert rec.calls == []  # deciding sets nothing
+
+
+def test_carveout_of_prefers_sm_carveout_and_is_cuda_only():
+    from domino_prof.reference_model import modes
+
+    dsp = modes.SCHEDULES["domino-sp"]
+    explicit = SimpleNamespace(sm_carveout=12, carveout_scope="fwd", carveout_auto=True)
+    c = carveout_of(explicit, torch.device("cuda"), spec=dsp, comm=_Stand(24))
+    assert (c.sms, c.scope, c.auto) == (12, "fwd", False)
+    auto = SimpleNamespace(sm_carveout=None, carveout_scope="overlap", carveout_auto=True)
+    assert carveout_of(auto, torch.device("cpu"), spec=dsp, comm=_Stand(24)) is None
+    assert carveout_of(auto, torch.device("cuda"), spec=modes.SCHEDULES["domino"],
+                       comm=_Stand(24)) is None  # fmt: skip
+
+
+def test_off_turns_torch_s_state_back_only_where_it_set_one():
+    """Carveout.off (the executor calls it when a step ends: scope all's test above sees
+    it, [24, None]); a runner without a carveout, tp's under --carveout-auto, issues
+    after a domino-sp step that left it on."""
+    rec = Recorder()
+    c = Carveout(24, "bwd", blas=rec)
+    c.off()  # never set: nothing to undo
+    c.segment(True, "fwd")
+    c.off()  # set off by the forward segment: nothing to undo
+    c.segment(True, "bwd")
+    c.off()
+    c.off()
+    assert rec.calls == [None, 24, None] and c.counts == (1, 2)
+
+
+def test_emulated_comm_s_sm_ctas_are_the_profile_s_or_comm_ctas():
+    """What --carveout-auto carves: the stand-in's CTAs of the reduce-scatters and
+    all-gathers (h200-nvlink-tp8: 24 each), --comm-ctas N's count, none on copy engines."""
+    from domino_prof.emulation.profile import load_profile
+    from domino_prof.reference_model.emulate import EmulatedComm
+
+    c = object.__new__(EmulatedComm)  # no GPU here: only what sm_ctas reads
+    c.profile, c.size, c.engine, c.ctas = load_profile("h200-nvlink-tp8"), 8, "sm", None
+    assert c.sm_ctas(torch.bfloat16) == 24 and c.sm_ctas(torch.float32) == 24
+    c.ctas = 16
+    assert c.sm_ctas(torch.bfloat16) == 16
+    c.engine, c.ctas = "ce", None
+    assert c.sm_ctas(torch.bfloat16) is None

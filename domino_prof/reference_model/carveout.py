@@ -89,6 +89,7 @@ class Carveout:
         self._on: bool | None = None  # None: not set by this object yet
         self.on_segments = 0
         self.segments = 0
+        self.auto = False  # set by auto_carveout (--carveout-auto), for the run's record
 
     @property
     def blas(self):
@@ -112,15 +113,59 @@ class Carveout:
         self.on_segments += on
         self._turn(on)
 
+    def off(self) -> None:
+        """Torch's state back to no carveout (the end of a step), if this object set one."""
+        if self._on:
+            self._turn(False)
+
     @property
     def counts(self) -> tuple[int, int]:
         return self.on_segments, self.segments
 
 
-def carveout_of(cfg, device) -> Carveout | None:
-    """The runner's carveout for a ``RunConfig`` (None: no ``--sm-carveout``, or not CUDA:
-    the config refuses that, a test's CPU runner has none)."""
-    sms = getattr(cfg, "sm_carveout", None)
-    if sms is None or getattr(device, "type", str(device)) != "cuda":
+def carveout_of(cfg, device, *, spec=None, comm=None, dtype=None) -> Carveout | None:
+    """The runner's carveout for a ``RunConfig`` (None: not CUDA, where the config refuses
+    ``--sm-carveout`` and a test's CPU runner has none). ``--sm-carveout N``: N SMs in
+    ``--carveout-scope`` for every mode. Without it, :func:`auto_carveout` for the mode's
+    schedule ``spec``, its backward's ``comm`` and the model's ``dtype``."""
+    if getattr(device, "type", str(device)) != "cuda":
         return None
-    return Carveout(sms, getattr(cfg, "carveout_scope", "overlap"))
+    sms = getattr(cfg, "sm_carveout", None)
+    if sms is not None:
+        return Carveout(sms, getattr(cfg, "carveout_scope", "overlap"))
+    return auto_carveout(cfg, spec, comm, dtype)
+
+
+# --carveout-auto's scope: the backward's GEMMs beside a collective (module doc, ``bwd``)
+AUTO_SCOPE = "bwd"
+
+
+def auto_carveout(cfg, spec, comm, dtype, blas=None) -> Carveout | None:
+    """``--carveout-auto`` (the default; ``--sm-carveout N`` overrides it): a micro-batched
+    sequence-parallel schedule (domino-sp) whose backward's collectives are the emulated SM
+    stand-in gets a carveout of the stand-in's CTAs (``EmulatedComm.sm_ctas``: the
+    profile's 24 at TP 8, or ``--comm-ctas``) in scope ``bwd``; every other case none.
+
+    Why only there (one H100, emulated TP 8, headline shape, --cuda-graphs,
+    reports/emulated-h100-2026-12-07c/call2, two runs each): domino-sp 77.17 / 76.74 ->
+    75.82 / 75.46 ms with 24 SMs in ``bwd`` (76.25 in ``overlap``), while domino lost
+    88.5 -> 91.1 ms to it (as to every scope before: 2.6-3.9 ms). Not for real collectives:
+    NCCL picks its channels per call, and no multi-GPU machine has measured a carveout
+    (kinds with 2+ GPUs withheld); not for copy engines (no CTA held while data moves) nor
+    for a mode that skips its collectives (nothing beside the GEMMs)."""
+    if not getattr(cfg, "carveout_auto", False) or spec is None:
+        return None
+    if not (spec.micro_batched and spec.sequence_parallel):
+        return None
+    ctas = getattr(comm, "sm_ctas", None)
+    n = ctas(dtype) if ctas is not None else None
+    if not n:
+        return None
+    if blas is None:
+        import torch
+
+        if not hasattr(torch._C, "_set_sm_carveout_experimental"):
+            return None  # this torch has no carveout (--sm-carveout N says so in one line)
+    c = Carveout(n, AUTO_SCOPE, blas=blas)
+    c.auto = True
+    return c

@@ -508,6 +508,13 @@ class RunConfig:
                                      "the collectives (torch's experimental SM carveout, on "
                                      "the cuBLASLt path it needs; CUDA only); default: none.",
                                      )  # fmt: skip
+    # without --sm-carveout: domino-sp's backward GEMMs beside the emulated SM stand-in
+    # leave its CTAs free (carveout.auto_carveout: measured there; every other mode, real
+    # collectives and copy engines keep every SM)
+    carveout_auto: bool = _field(True, "--carveout-auto", "Without --sm-carveout: domino-sp's "
+                                 "backward GEMMs beside emulated SM collectives leave the "
+                                 "stand-in's CTAs free (scope bwd; other modes, real "
+                                 "collectives and copy engines: none).")  # fmt: skip
     # the GEMM kernels of the segments issued beside a collective (overlap_gemm.py)
     overlap_gemm: str = _field("cublas", "--overlap-gemm", "GEMM kernels of the segments "
                                "issued while an async collective is in flight: cublas "

@@ -352,6 +352,16 @@ class EmulatedComm:
         self._sibling = sib
         return sib
 
+    def sm_ctas(self, dtype: Any) -> int | None:
+        """The CTAs the SM stand-in of this group's reduce-scatters and all-gathers holds
+        (the more of the two; ``--comm-ctas``'s count where set) for tensors of ``dtype``;
+        None with copy engines, which hold none while data moves (carveout.auto_carveout)."""
+        if self.engine != "sm":
+            return None
+        name = dtype_name(dtype)
+        return max(self.profile.entry(c, self.size, name).with_ctas(self.ctas).ctas
+                   for c in ("reduce_scatter", "all_gather"))  # fmt: skip
+
     def phase_sibling(self, ctas: int) -> EmulatedComm:
         """This group's collectives on ``ctas`` CTAs (``--comm-ctas N --comm-ctas-scope
         bwd``: the backward's; the forward keeps this comm's), on the SAME comm stream: the

@@ -215,7 +215,16 @@ class SegmentExecutor:
     def step(self, key, run, *inputs):
         """``run(*inputs)`` issues one step (gradient buffers prepared, schedule run).
         Eager; with graphs: captured on the first call for this ``key`` (input shapes),
-        replayed on every call (``graph_scope`` step: one graph, fed ``inputs``)."""
+        replayed on every call (``graph_scope`` step: one graph, fed ``inputs``). The
+        carveout is off after it: a runner without one (--carveout-auto gives domino-sp
+        its own) must not issue its GEMMs under the one this step left on."""
+        try:
+            return self._step(key, run, inputs)
+        finally:
+            if self.carveout is not None:
+                self.carveout.off()
+
+    def _step(self, key, run, inputs):
         if not self.graphs:
             self._begin()
             return run(*inputs)

@@ -259,6 +259,7 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
     if comm is None:
         comm = make_comm(m.comm, group)
     model = shard_model(cfg.model, comm, seed=cfg.seed, device=device, dtype=dtype)
+    bwd_comm = _bwd_comm(cfg, comm)
     return StepRunner(
         model,
         comm,
@@ -272,12 +273,12 @@ def build_runner(cfg, mode: str, *, device, dtype, group=None, comm: Comm | None
         graphs=cfg.cuda_graphs,
         compile=cfg.compile,
         graph_inflight=graph_inflight,
-        carveout=carveout_of(cfg, device),
+        carveout=carveout_of(cfg, device, spec=m.spec, comm=bwd_comm or comm, dtype=dtype),
         graph_scope=getattr(cfg, "graph_scope", "segment"),
         overlap_gemm=overlap_gemm_of(cfg, device),
         mb_streams=cfg.mb_streams_for(mode),
         lane_comms=_lane_comms(cfg, mode, comm),
-        bwd_comm=_bwd_comm(cfg, comm),
+        bwd_comm=bwd_comm,
     )
 
 

@@ -159,7 +159,7 @@ def _carveout_record(runner) -> dict | None:
         return None
     on, n = c.counts
     return {"sms": c.sms, "scope": c.scope, "segments_on": on, "segments": n,
-            "blas": "cublaslt"}  # fmt: skip
+            "blas": "cublaslt", "auto": c.auto}  # fmt: skip
 
 
 def _overlap_gemm_record(runner) -> dict | None:
