@@ -415,3 +415,25 @@ def test_sp_wgrad_input_is_a_domino_sp_candidate_knob_not_tps():
     with pytest.raises(T.ConfigError, match="--grid sp_wgrad_input: 'x' is not one of default, "
                                             "regather, keep"):  # fmt: skip
         parse_grid(["sp_wgrad_input=x"])
+
+
+def test_carveout_auto_is_a_domino_sp_candidate_knob_not_tps():
+    from domino_prof.commands.tune import TP_KEYS, candidates, parse_grid
+    from domino_prof.reference_model.config import RunConfig
+
+    cands = candidates(parse_grid(["carveout_auto=default,off,on", "cuda_graphs=on"]))
+    assert [c.carveout_auto for c in cands] == [None, False, True]
+    assert "carveout_auto" not in TP_KEYS and cands[0].tp() == cands[1].tp() == cands[2].tp()
+    assert "carveout_auto" not in cands[0].fields()
+    assert cands[1].fields()["carveout_auto"] is False
+    assert cands[1].flags()[-2:] == ["--no-carveout-auto", "--cuda-graphs"]
+    assert cands[2].flags()[-2:] == ["--carveout-auto", "--cuda-graphs"]
+    assert cands[1].slug() == "splits2-col1-auto-off-graphs"
+    assert cands[1].text() == "splits 2, col 1, carveout-auto off, graphs"
+    base = {"mbs": 2, "tp": 8, "comm": "emulate", "graph_scope": "step"}
+    plan = T._plan(cands, base, "cuda", RunConfig, schedule="domino-sp")
+    assert [p["cfg"].carveout_auto for p in plan] == [True, False, True]
+    with pytest.raises(T.ConfigError, match="^carveout_auto acts on domino-sp only "):
+        T._plan(cands[1:], base, "cuda", RunConfig)
+    with pytest.raises(T.ConfigError, match="--grid carveout_auto: 'x' is not on or off"):
+        parse_grid(["carveout_auto=x"])

@@ -14,7 +14,10 @@ two micro-batches on one stream or a stream each; not a tp knob; 2 needs 2 micro
 and, with graphs, one graph per step, else the candidate is skipped), ``sp_wgrad_input``
 (``keep`` or ``regather``: domino-sp's weight gradients read the forward's gathered norm
 outputs or gather them again; ``--schedule domino-sp`` only, else the candidate is
-skipped), ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
+skipped), ``carveout_auto`` (``on`` or ``off``: ``--carveout-auto``, domino-sp's backward
+carveout beside the SM stand-in; measured to help llama3-3b and cost llama3-8b at the
+headline, so it is worth a sweep per model; ``--schedule domino-sp`` only),
+``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
 launcher and run directory: ``OUT/<candidate>/run.json``) of the modes domino, nocomm
@@ -128,6 +131,10 @@ def _bool_value(key: str, v: str) -> bool:
     return {**on, **off}[v.lower()]
 
 
+def _auto_value(key: str, v: str) -> bool | None:
+    return None if v == "default" else _bool_value(key, v)
+
+
 # key -> (parser of one value, the value when the grid does not name the key: run's default)
 GRID_KEYS = {
     "splits": (_int_value, 2),
@@ -142,6 +149,8 @@ GRID_KEYS = {
     "mb_streams": (_ctas_value, None),  # domino's micro-batch lanes (default: run's, 1)
     # domino-sp's weight gradients' gathered input (default: run's, keep)
     "sp_wgrad_input": (_sp_input_value, None),
+    # domino-sp's backward carveout beside the SM stand-in (default: run's, on)
+    "carveout_auto": (_auto_value, None),
 }
 # tp takes these (its best at the candidate's mbs: the reference)
 TP_KEYS = ("comm_ctas", "cuda_graphs", "sm_carveout", "mbs", "comm_engine")
@@ -186,6 +195,7 @@ class Settings:
     wgrad_in: str | None = None  # None: run's default (joint); not tp's (one micro-batch)
     mb_streams: int | None = None  # None: run's default (1); not tp's (one micro-batch)
     sp_wgrad_input: str | None = None  # None: run's default (keep); --schedule domino-sp
+    carveout_auto: bool | None = None  # None: run's default (on); --schedule domino-sp
 
     def fields(self) -> dict:
         """The RunConfig fields the candidate sets (mbs and the engine only when given)."""
@@ -200,6 +210,8 @@ class Settings:
             f["mb_streams"] = self.mb_streams
         if self.sp_wgrad_input is not None:
             f["sp_wgrad_input"] = self.sp_wgrad_input
+        if self.carveout_auto is not None:
+            f["carveout_auto"] = self.carveout_auto
         return f if self.mbs is None else {**f, "mbs": self.mbs}
 
     def tp(self) -> tuple:
@@ -225,6 +237,8 @@ class Settings:
             s += f", mb-streams {self.mb_streams}"
         if self.sp_wgrad_input is not None:
             s += f", sp-wgrad-input {self.sp_wgrad_input}"
+        if self.carveout_auto is not None:
+            s += f", carveout-auto {'on' if self.carveout_auto else 'off'}"
         return s + (", graphs" if self.cuda_graphs else "")
 
     def slug(self) -> str:
@@ -246,6 +260,8 @@ class Settings:
             s += f"-streams{self.mb_streams}"
         if self.sp_wgrad_input is not None:
             s += f"-sp-{self.sp_wgrad_input}"
+        if self.carveout_auto is not None:
+            s += f"-auto-{'on' if self.carveout_auto else 'off'}"
         return s + ("-graphs" if self.cuda_graphs else "")
 
     def flags(self) -> list[str]:
@@ -268,6 +284,8 @@ class Settings:
             f += ["--mb-streams", str(self.mb_streams)]
         if self.sp_wgrad_input is not None:
             f += ["--sp-wgrad-input", self.sp_wgrad_input]
+        if self.carveout_auto is not None:
+            f += ["--carveout-auto" if self.carveout_auto else "--no-carveout-auto"]
         return f + (["--cuda-graphs"] if self.cuda_graphs else [])
 
 
@@ -283,7 +301,7 @@ def candidates(grid: dict[str, list]) -> list[Settings]:
         out.setdefault(Settings(splits, v["col_splits"], sizes, v["comm_ctas"],
                                 v["cuda_graphs"], v["sm_carveout"], v["mbs"],
                                 v["comm_engine"], v["wgrad_in"], v["mb_streams"],
-                                v["sp_wgrad_input"]),
+                                v["sp_wgrad_input"], v["carveout_auto"]),
                         None)  # fmt: skip
     return list(out)
 
@@ -453,7 +471,7 @@ def register(app: typer.Typer) -> None:
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
-            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2), sp_wgrad_input (default, keep, regather; --schedule domino-sp). A key not given keeps run's default.")),  # fmt: skip
+            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2), sp_wgrad_input (default, keep, regather; --schedule domino-sp), carveout_auto (default, on, off; --schedule domino-sp). A key not given keeps run's default.")),  # fmt: skip
         schedule: str = typer.Option("domino", "--schedule", help=(
             "The schedule tuned: domino (all-reduce TP) or domino-sp (over sequence "
             "parallelism); each candidate runs it and nocomm.")),  # fmt: skip
@@ -565,6 +583,9 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig,
         if s.sp_wgrad_input is not None and not _modes.get(schedule).sequence_parallel:
             cfg, why = None, (f"--sp-wgrad-input {s.sp_wgrad_input} applies to a sequence-"
                               "parallel schedule: tune it with --schedule domino-sp")  # fmt: skip
+        if s.carveout_auto is not None and not _modes.get(schedule).sequence_parallel:
+            cfg, why = None, ("carveout_auto acts on domino-sp only (carveout.auto_carveout): "
+                              "tune it with --schedule domino-sp")  # fmt: skip
         plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
                      "tp": False})  # fmt: skip
         errors[s] = why
