@@ -63,3 +63,35 @@ def test_phases_say_one_line_when_no_kernel_marks_the_loss(tmp_path, capsys):
     assert m.main([str(p), "--phases"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--boundary" in err[0] and str(p) in err[0]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """`exposed_by_part.py TRACE | head -1` over several steps: the pipe closes under the
+    script; it exits 1 with nothing on stderr (Python's advice for EPIPE), not a
+    BrokenPipeError traceback."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ev = []
+    for i in range(400):  # 400 profiled steps, a line each: more than a pipe's buffer
+        t = 100.0 * i
+        ev += [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 10,
+                "dur": 5.0, "args": {"stream": 7, "device": 0, "correlation": i + 1}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": t + 2, "dur": 1.0, "args": {"correlation": i + 1}},
+               {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1,
+                "tid": 1, "ts": t, "dur": 50.0, "args": {}}]  # fmt: skip
+    p = tmp_path / "rank0.pt.trace.json.gz"
+    with gzip.open(p, "wt") as f:
+        json.dump({"traceEvents": ev, "distributedInfo": {"rank": 0}}, f)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "exposed_by_part.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(p)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1, err
+    assert first.startswith(b"step 0: ") and err == ""
