@@ -74,7 +74,8 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-06c, H100) domino-sp near the bound, its llama3-8b row, its tune sweep;
     # (2026-12-07, H100) domino-sp against its own no-comm mode
     # (2026-12-07b, H100) domino-sp keeps the forward's gathered inputs (--sp-wgrad-input)
-    assert n == 30
+    # (2026-12-07c, H100) the residual folded, the backward carve-out (--carveout-auto)
+    assert n == 31
 
 
 def test_the_readme_fits_on_a_screen_or_two():
