@@ -1,4 +1,5 @@
-"""``--sm-carveout N``: the GEMMs that run beside a collective leave N SMs free for it.
+"""``--sm-carveout N``: the GEMMs that run beside a collective leave N SMs free for it
+(without it, ``--carveout-auto`` picks one for domino-sp alone: :func:`auto_carveout`).
 
 Why: cuBLAS's large GEMMs at the headline shape launch a one-wave grid of 120-132 CTAs
 (``nvjet_sm90_*`` with grid 132 on the H200's 132 SMs). A collective kernel holding 24
@@ -72,9 +73,8 @@ class TorchBlas:
 class Carveout:
     """The carveout of one runner: ``segment(in_flight, phase)`` before each segment is
     issued (eager or captured) turns it on for a segment issued beside a collective, off
-    otherwise (scope ``overlap``; ``fwd`` / ``bwd``: and only in that phase); scope ``all`` is on
-    for every segment. The first
-    segment sets the state explicitly, so a runner starts from its own scope whatever
+    otherwise (scope ``overlap``; ``fwd`` / ``bwd``: and only in that phase); scope ``all``
+    is on for every segment. The first segment sets the state explicitly, so a runner starts from its own scope whatever
     the previous mode's runner left.
     ``counts`` = (segments issued with it on, segments issued), for the run's record and
     the tests. ``blas``: anything with ``set(sms | None)`` (tests: a recorder)."""
@@ -149,7 +149,9 @@ def auto_carveout(cfg, spec, comm, dtype, blas=None) -> Carveout | None:
     Why only there (one H100, emulated TP 8, headline shape, --cuda-graphs,
     reports/emulated-h100-2026-12-07c/call2, two runs each): domino-sp 77.17 / 76.74 ->
     75.82 / 75.46 ms with 24 SMs in ``bwd`` (76.25 in ``overlap``), while domino lost
-    88.5 -> 91.1 ms to it (as to every scope before: 2.6-3.9 ms). Not for real collectives:
+    88.5 -> 91.1 ms to it (as to every scope before: 2.6-3.9 ms). It costs llama3-8b's
+    domino-sp (call4: 130.5-132.0 -> 133.6-134.6 ms): the default is the headline's, and
+    ``tune --grid carveout_auto=on,off`` weighs it for a model. Not for real collectives:
     NCCL picks its channels per call, and no multi-GPU machine has measured a carveout
     (kinds with 2+ GPUs withheld); not for copy engines (no CTA held while data moves) nor
     for a mode that skips its collectives (nothing beside the GEMMs)."""

@@ -12,11 +12,11 @@ on the gathered sequence. A unit is
   norm of u on the shard, launch the all-gather of its output; ``core(u, b)`` = wait
   for that all-gather, the core on the whole sequence; ``scatter(u, b)`` = launch the
   reduce-scatter of the core's partial sums; ``head_forward(b)``. With ``--sp-residual
-  fold`` (the default; ``chain`` is Megatron's: the add in the chain) the core adds u's input shard (the residual) into its partial sums at this
-  rank's rows before the reduce-scatter, which then returns h_s + y_s itself: the chain
-  is the norm alone, one kernel fewer between the two collectives (the add moves to the
-  compute stream, where the comm stream of a domino-sp forward is the longer; measured:
-  reports/emulated-h100-2026-12-07c).
+  fold`` (the default; ``chain``, Megatron's order, adds h_s + y_s in the chain) the core
+  adds u's input shard into its partial sums at this rank's rows before the
+  reduce-scatter, which then returns the next residual itself: the chain is the norm
+  alone, one kernel fewer between the two collectives. The add moves to the compute
+  stream, the shorter of a domino-sp forward's two (reports/emulated-h100-2026-12-07c).
 * backward: ``head_dgrad(b)`` / ``core_dgrad(u, b)`` (waits for the all-gathered output
   gradient, runs the deferred weight gradient of the micro-batch before, then u's core
   backward; its own weight gradient is deferred into the next segment; with several
