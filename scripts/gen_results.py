@@ -461,108 +461,113 @@ def bench_sets(*, file: str, columns: list[list[str]], skip: tuple = ()) -> list
             *_table(["set", *(h for h, _, _ in columns)], rows)]  # fmt: skip
 
 
+def _runs(base: str, dirs: tuple[str, ...]) -> list[str]:
+    """The run.json paths of run directories ``dirs`` under ``base``."""
+    return [f"{base}/{d}/run.json" for d in dirs]
+
+
 # --------------------------------------------------------------------------- the manifest
 # the full-depth runs of 2026-12-03 14:20-14:50 UTC (two sections read them)
-RUNS_03B = [f"reports/emulated-h200-2026-12-03b/{d}/run.json" for d in (
-    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4")]
+RUNS_03B = _runs("reports/emulated-h200-2026-12-03b", (
+    "graphs-paced", "eager-paced", "graphs-8b", "eager-8b", "graphs-mbs4", "graphs-8b-mbs4"))
 
 # the runs of 2026-12-03 17:19-17:37 UTC: a CUDA graph per step against one per segment
-RUNS_03C = [f"reports/emulated-h200-2026-12-03c/{d}/run.json" for d in (
-    "step-1", "seg-1", "step-2", "seg-2", "step-3", "seg-3", "step-compile", "step-8b-2")]
+RUNS_03C = _runs("reports/emulated-h200-2026-12-03c", (
+    "step-1", "seg-1", "step-2", "seg-2", "step-3", "seg-3", "step-compile", "step-8b-2"))
 
 # the runs of 2026-12-04 21:07-21:10 UTC (second call): the SM stand-in, the copy-engine
 # one with a wait per copy and per phase, llama3-3b and llama3-8b
-RUNS_04D = [f"reports/emulated-h200-2026-12-04d/call2/{d}/run.json" for d in (
-    "graphs-sm", "graphs-ce", "graphs-ce-phase", "graphs-8b-ce", "graphs-8b-ce-phase")]
+RUNS_04D = _runs("reports/emulated-h200-2026-12-04d/call2", (
+    "graphs-sm", "graphs-ce", "graphs-ce-phase", "graphs-8b-ce", "graphs-8b-ce-phase"))
 
 # calls 3 and 4 of that day (one lease): the knobs beside the copy engines
-RUNS_04D_KNOBS = [f"reports/emulated-h200-2026-12-04d/{d}/run.json" for d in (
+RUNS_04D_KNOBS = _runs("reports/emulated-h200-2026-12-04d", (
     "call3/graphs-ce-phase", "call3/ce-carve8", "call3/ce-carve16", "call3/ce-hp",
-    "call4/ce-hp-carve16", "call3/8b-ce-hp", "call4/8b-ce-hp-carve16")]
+    "call4/ce-hp-carve16", "call3/8b-ce-hp", "call4/8b-ce-hp-carve16"))
 
 # 2026-12-06, call 1 (one H200): --mb-streams 2 and --wgrad-in accumulate, each beside its
 # baseline; call 2 (one H100: no H200 came): the lanes in backward only, and the priorities
-RUNS_06 = [f"reports/emulated-h200-2026-12-06/call1/{d}/run.json" for d in (
+RUNS_06 = _runs("reports/emulated-h200-2026-12-06/call1", (
     "ce-joint", "ce-lanes", "ce-acc", "ce-lanes-acc", "sm-joint", "sm-lanes", "8b-ce-joint",
-    "8b-ce-lanes")]
-RUNS_06_H100 = [f"reports/emulated-h200-2026-12-06/call2/{d}/run.json" for d in (
-    "ce-joint", "ce-lanes-bwd", "ce-lanes-bwd-eq-hpc", "ce-lanes-eq-hpc", "sm-lanes-bwd")]
+    "8b-ce-lanes"))
+RUNS_06_H100 = _runs("reports/emulated-h200-2026-12-06/call2", (
+    "ce-joint", "ce-lanes-bwd", "ce-lanes-bwd-eq-hpc", "ce-lanes-eq-hpc", "sm-lanes-bwd"))
 
 # 2026-12-06, a later lease on one H100 (no H200 came), five calls: a comm stream per lane
 # (DOMINO_PROF_LANE_COMM=own), the carve-out beside it, the micro-batch size with and without
 # --wgrad-in accumulate, llama3-8b, and eager (call2's "ce-joint-b" and "ce-c16-b" were filed
 # as 8b rows by mistake and ran llama3-3b: their config.json says so)
 _H100_06 = "reports/emulated-h100-2026-12-06"
-RUNS_06B_LANES = [f"{_H100_06}/{d}/run.json" for d in (
+RUNS_06B_LANES = _runs(_H100_06, (
     "call1/ce-joint", "call1/ce-own", "call1/sm-joint", "call1/sm-own", "call2/ce-joint-b",
     "call2/ce-own-acc", "call4/ce-mbs2-acc", "call2/ce-own-c8", "call2/ce-own-c16",
-    "call2/ce-c16", "call2/ce-c16-b", "call2/sm-own-c16")]
-RUNS_06B_MBS = [f"{_H100_06}/{d}/run.json" for d in (
+    "call2/ce-c16", "call2/ce-c16-b", "call2/sm-own-c16"))
+RUNS_06B_MBS = _runs(_H100_06, (
     "call2/ce-mbs4", "call3/ce-mbs4-acc", "call5/ce-mbs4-acc-r2", "call5/ce-mbs4-acc-r3",
     "call2/ce-own-mbs4", "call3/ce-own-mbs4-acc", "call3/ce-mbs4-s4", "call2/ce-own-s13",
-    "call3/sm-mbs4", "call4/sm-mbs4-acc", "call3/ce-mbs8", "call4/ce-mbs8-acc")]
-RUNS_06B_8B = [f"{_H100_06}/{d}/run.json" for d in (
+    "call3/sm-mbs4", "call4/sm-mbs4-acc", "call3/ce-mbs8", "call4/ce-mbs8-acc"))
+RUNS_06B_8B = _runs(_H100_06, (
     "call3/8b-ce-mbs2", "call5/8b-ce-mbs2-acc", "call1/8b-ce-own", "call3/8b-ce-mbs4",
-    "call4/8b-ce-mbs4-acc")]
-RUNS_06B_EAGER = [f"{_H100_06}/{d}/run.json" for d in (
-    "call2/eager-sm", "call2/eager-ce-drv", "call2/eager-ce-own-drv")]
+    "call4/8b-ce-mbs4-acc"))
+RUNS_06B_EAGER = _runs(_H100_06, (
+    "call2/eager-sm", "call2/eager-ce-drv", "call2/eager-ce-own-drv"))
 # 2026-12-06, a third lease (one H100), four calls: DOMINO_PROF_LANE_LOCK=dgrad beside one
 # stream and the unlocked lanes, at mbs 2 and 4, llama3-8b, eager; bench_schedule at tp 1
 # (call1's ce-lock and ce-mbs4-acc did not come back: call1/console.txt has their tables);
 # "call5" is four short calls on the warm machine (call5/command.sh)
 _H100_06B = "reports/emulated-h100-2026-12-06b"
-RUNS_06C_LOCK = [f"{_H100_06B}/{d}/run.json" for d in (
+RUNS_06C_LOCK = _runs(_H100_06B, (
     "call1/sm-joint", "call3/sm-joint-r2", "call4/sm-lanes", "call4/sm-lanes-r2",
     "call1/sm-lock", "call3/sm-lock-r2", "call4/sm-lock-r3", "call4/sm-lock-r4",
     "call5/sm-acc", "call5/sm-acc-r2", "call5/sm-lock-acc", "call5/sm-lock-acc-r2",
     "call1/ce-joint", "call1/ce-lanes", "call1/ce-lock-acc", "call5/ce-lock-acc-r2",
-    "call1/ce-lock-bwd")]
-RUNS_06C_MBS4 = [f"{_H100_06B}/{d}/run.json" for d in (
+    "call1/ce-lock-bwd"))
+RUNS_06C_MBS4 = _runs(_H100_06B, (
     "call2/ce-mbs4-acc-r2", "call1/ce-lock-mbs4-acc", "call2/ce-lock-mbs4-acc-r2",
     "call2/sm-mbs4-acc", "call2/sm-lock-mbs4-acc", "call2/8b-ce-mbs4-acc",
-    "call3/8b-ce-mbs4-acc-r2", "call2/8b-ce-lock-mbs4-acc", "call3/8b-ce-lock-mbs4-acc-r2")]
-RUNS_06C_EAGER = [f"{_H100_06B}/{d}/run.json" for d in (
+    "call3/8b-ce-mbs4-acc-r2", "call2/8b-ce-lock-mbs4-acc", "call3/8b-ce-lock-mbs4-acc-r2"))
+RUNS_06C_EAGER = _runs(_H100_06B, (
     "call3/eager-sm", "call4/eager-sm-r2", "call4/eager-sm-lanes", "call3/eager-sm-lock",
-    "call4/eager-sm-lock-r2")]
+    "call4/eager-sm-lock-r2"))
 # 2026-12-06, a fourth lease (one H100), five calls: domino-sp with the carve-out, the comm
 # stream's priority and its weight gradients joint (sp_step.py; calls 1-2, not listed here,
 # ran domino-sp with one weight gradient per micro-batch before that change: the directory's
 # README has them); tp at its own best is call5/sm-default's
 _H100_06C = "reports/emulated-h100-2026-12-06c"
-RUNS_06D_SP = [f"{_H100_06C}/{d}/run.json" for d in (
+RUNS_06D_SP = _runs(_H100_06C, (
     "call5/sm-default", "call5/ce-c12-hp-joint-r2", "call5/ce-c12-hp-joint-r3",
     "call5/sm-c12-hp-joint", "call4/ce-c12-hp-joint", "call4/ce-c16-hp-joint-r2",
     "call4/ce-c16-hp-joint-r3", "call4/ce-c16-hp-joint-r4", "call4/ce-c20-hp-joint",
-    "call3/ce-c16-hp-joint", "call3/ce-c16-hp-acc", "call3/sm-c16-joint", "call3/sm-c16-acc")]
+    "call3/ce-c16-hp-joint", "call3/ce-c16-hp-acc", "call3/sm-c16-joint", "call3/sm-c16-acc"))
 RUNS_06D_8B = [f"{_H100_06C}/call3/8b-ce-c16-hp-joint/run.json"]
 _SP_RATIOS = ("domino/tp", "domino/nocomm", "domino-sp/tp", "domino-sp/sp", "domino-sp/nocomm")
 _ALL_MODES = ["tp", "nocomm", "domino", "domino-nocomm", "sp", "domino-sp"]
 # 2026-12-07 (one H100, two calls): domino-sp with its own no-comm mode, the comm stream's
 # priority (on by default on CUDA since call 2), a backward-only comm CTA budget
 _H100_07 = "reports/emulated-h100-2026-12-07"
-RUNS_07 = [f"{_H100_07}/{d}/run.json" for d in (
+RUNS_07 = _runs(_H100_07, (
     "call1/sm-default", "call1/sm-default-r2", "call1/sm-hp", "call1/sm-hp-r2",
     "call1/ce-c12-hp", "call2/defaults", "call2/side-hi", "call2/side-hi-r2", "call2/bwd16",
-    "call2/bwd12", "call2/side-hi-bwd12")]  # fmt: skip
+    "call2/bwd12", "call2/side-hi-bwd12"))  # fmt: skip
 _SP_MODES = [*_ALL_MODES, "domino-sp-nocomm"]
 _H100_07B = "reports/emulated-h100-2026-12-07b"
-RUNS_07B = [f"{_H100_07B}/{d}/run.json" for d in (
+RUNS_07B = _runs(_H100_07B, (
     "call1/defaults", "call1/defaults-r2", "call1/keep", "call1/keep-r2", "call2/defaults",
     "call2/defaults-r2", "call2/bwd20", "call2/bwd16", "call2/side-hi", "call2/c8",
     "call1/ce-c12-keep", "call2/8b-defaults", "call1/eager", "call1/eager-keep",
     "call2/eager", "call3/defaults", "call3/defaults-r2", "call3/c12", "call3/c12-r2",
     "call3/c16", "call3/c16-r2", "call3/c24", "call3/c16-fwd", "call4/final",
-    "call4/final-eager")]  # fmt: skip
+    "call4/final-eager"))  # fmt: skip
 # 2026-12-07 (c, one H100, four calls): the residual folded into the reduce-scatter, the
 # carve-out in the backward only, and by default for domino-sp (--carveout-auto)
 _H100_07C = "reports/emulated-h100-2026-12-07c"
-RUNS_07C = [f"{_H100_07C}/{d}/run.json" for d in (
+RUNS_07C = _runs(_H100_07C, (
     "call1/defaults", "call1/defaults-r2", "call1/fold", "call1/fold-r2", "call2/chain",
     "call2/defaults", "call2/defaults-r2", "call1/fold-c24", "call1/fold-c24-r2", "call2/c24",
     "call2/c24-bwd", "call2/c24-bwd-r2", "call3/defaults", "call3/defaults-r2",
     "call3/defaults-r3", "call4/defaults-r4", "call3/no-auto", "call3/ce", "call3/eager",
     "call2/8b-defaults", "call4/8b-no-auto", "call4/8b-no-auto-r2", "call3/8b-defaults",
-    "call4/8b-auto", "call4/8b-auto-r2")]  # fmt: skip
+    "call4/8b-auto", "call4/8b-auto-r2"))  # fmt: skip
 
 SECTIONS: list[dict] = [
     {
