@@ -4,7 +4,7 @@ model, plus proof from a trace that NCCL and compute kernels really run concurre
     python benchmarks/gpu_verify.py --tp 2 --out DIR
     python benchmarks/gpu_verify.py --tp 2 --backend gloo --out DIR   # one GPU
     python benchmarks/gpu_verify.py --tp 1 --mb-streams --out DIR     # --mb-streams 2's rows
-    python benchmarks/gpu_verify.py --tp 2 --backend gloo --sp-keep --out DIR  # SP_KEEP's rows
+    python benchmarks/gpu_verify.py --tp 2 --backend gloo --sp-keep --out DIR  # SP_VARIANTS' rows
 
 Writes DIR/gpu_verify.json. Uses a llama3-3b-shaped model cut to 2 layers (the
 unsharded reference must fit one GPU next to the shard) and seq 1024.
@@ -77,7 +77,7 @@ LANES = [
 # --sp-wgrad-input keep: the forward's gathered norm outputs read by the backward's weight
 # gradients (sp_step.py), eager and under a CUDA graph per segment, beside regather; and
 # --sp-residual fold
-SP_KEEP = [
+SP_VARIANTS = [
     ("sp", 1, False, False, {"sp_wgrad_input": "keep"}),
     ("domino-sp", 2, False, False, {}),
     ("domino-sp", 2, False, False, {"sp_wgrad_input": "keep"}),
@@ -128,7 +128,7 @@ def run(
     if lanes:
         variants = [v for v in LANES if not (v[2] and backend == "gloo")]
     if sp_keep:
-        variants = SP_KEEP
+        variants = SP_VARIANTS
     for dtype in (torch.float32, torch.bfloat16):
         for name, splits, graphs, comp, extra in variants:
             key = (
@@ -205,7 +205,8 @@ if __name__ == "__main__":
                     help="check the micro-batch lanes' variants (LANES) instead; writes "
                     "gpu_verify_lanes.json")  # fmt: skip
     ap.add_argument("--sp-keep", action="store_true",
-                    help="check --sp-wgrad-input keep's variants (SP_KEEP) instead; writes "
+                    help="check the SP variants (SP_VARIANTS: --sp-wgrad-input keep, "
+                    "--sp-residual fold) instead; writes "
                     "gpu_verify_sp_keep.json")  # fmt: skip
     a = ap.parse_args()
     if a.mb_streams and a.sp_keep:

@@ -92,35 +92,21 @@ def _ctas_value(key: str, v: str) -> int | None:
     return None if v == "default" else _int_value(key, v)
 
 
-def _engine_value(key: str, v: str) -> str | None:
-    from domino_prof.reference_model.config import COMM_ENGINES
+def _choice_value(choices: str):
+    """The grid's parser of a knob that is ``default`` (run's: None) or one of
+    reference_model.config's tuple named ``choices`` (imported when a value is parsed)."""
 
-    if v == "default":
-        return None
-    if v not in COMM_ENGINES:
-        raise ConfigError(f"--grid {key}: {v!r} is not one of default, {', '.join(COMM_ENGINES)}")
-    return v
+    def parse(key: str, v: str) -> str | None:
+        from domino_prof.reference_model import config
 
+        allowed = getattr(config, choices)
+        if v == "default":
+            return None
+        if v not in allowed:
+            raise ConfigError(f"--grid {key}: {v!r} is not one of default, {', '.join(allowed)}")
+        return v
 
-def _wgrad_value(key: str, v: str) -> str | None:
-    from domino_prof.reference_model.config import WGRAD_INS
-
-    if v == "default":
-        return None
-    if v not in WGRAD_INS:
-        raise ConfigError(f"--grid {key}: {v!r} is not one of default, {', '.join(WGRAD_INS)}")
-    return v
-
-
-def _sp_input_value(key: str, v: str) -> str | None:
-    from domino_prof.reference_model.config import SP_WGRAD_INPUTS
-
-    if v == "default":
-        return None
-    if v not in SP_WGRAD_INPUTS:
-        raise ConfigError(f"--grid {key}: {v!r} is not one of default, "
-                          f"{', '.join(SP_WGRAD_INPUTS)}")  # fmt: skip
-    return v
+    return parse
 
 
 def _bool_value(key: str, v: str) -> bool:
@@ -144,11 +130,13 @@ GRID_KEYS = {
     "cuda_graphs": (_bool_value, False),
     "sm_carveout": (_ctas_value, None),  # SMs GEMMs leave free (default: none)
     "mbs": (_int_value, None),  # sequences per step (default: --mbs); a workload knob
-    "comm_engine": (_engine_value, None),  # how collectives move data (default: run's, sm)
-    "wgrad_in": (_wgrad_value, None),  # domino's w_in gradients (default: run's, joint)
+    # how collectives move data (default: run's, sm)
+    "comm_engine": (_choice_value("COMM_ENGINES"), None),
+    # domino's w_in gradients (default: run's, joint)
+    "wgrad_in": (_choice_value("WGRAD_INS"), None),
     "mb_streams": (_ctas_value, None),  # domino's micro-batch lanes (default: run's, 1)
     # domino-sp's weight gradients' gathered input (default: run's, keep)
-    "sp_wgrad_input": (_sp_input_value, None),
+    "sp_wgrad_input": (_choice_value("SP_WGRAD_INPUTS"), None),
     # domino-sp's backward carveout beside the SM stand-in (default: run's, on)
     "carveout_auto": (_auto_value, None),
 }

@@ -786,15 +786,11 @@ class RunConfig:
         if self.carveout_scope not in CARVEOUT_SCOPES:
             raise ConfigError(f"--carveout-scope must be one of {', '.join(CARVEOUT_SCOPES)}, "
                               f"got {self.carveout_scope!r}")  # fmt: skip
-        if self.wgrad_in not in WGRAD_INS:
-            raise ConfigError(f"--wgrad-in must be {' or '.join(WGRAD_INS)}, got "
-                              f"{self.wgrad_in!r}")  # fmt: skip
-        if self.sp_wgrad_input not in SP_WGRAD_INPUTS:
-            raise ConfigError(f"--sp-wgrad-input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
-                              f"{self.sp_wgrad_input!r}")  # fmt: skip
-        if self.sp_residual not in SP_RESIDUALS:
-            raise ConfigError(f"--sp-residual must be {' or '.join(SP_RESIDUALS)}, got "
-                              f"{self.sp_residual!r}")  # fmt: skip
+        for flag, value, choices in (("--wgrad-in", self.wgrad_in, WGRAD_INS),
+                                     ("--sp-wgrad-input", self.sp_wgrad_input, SP_WGRAD_INPUTS),
+                                     ("--sp-residual", self.sp_residual, SP_RESIDUALS)):
+            if value not in choices:
+                raise ConfigError(f"{flag} must be {' or '.join(choices)}, got {value!r}")
         if self.mb_streams not in (1, 2):
             raise ConfigError(f"--mb-streams must be 1 or 2, got {self.mb_streams}")
         if self.mb_streams == 2:
