@@ -200,3 +200,48 @@ def test_mode_registry():
         modes.register_mode("tp", schedule="tp", description="again")
     with pytest.raises(ConfigError, match="unknown mode 'fast'"):
         modes.get("fast")
+
+
+@pytest.mark.parametrize("schedule", ["tp", "domino", "domino-sp"])
+def test_step_runs_in_inference_mode_and_its_gradients_train(monkeypatch, schedule):
+    """The step's maths runs under torch.inference_mode (schedule.StepRunner.step says
+    why); its gradient buffers stay plain tensors, so AdamW updates the weights with
+    them outside the step, and the next step's loss is the updated model's: the same as
+    a fresh model given those weights."""
+    from domino_prof.reference_model import schedule as S
+    from domino_prof.reference_model import units
+    from domino_prof.reference_model.comm import ProcessGroupComm
+    from domino_prof.reference_model.parallel import shard_model
+    from domino_prof.reference_model.verify import batch
+
+    cfg = tiny()
+    inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
+    seen = []
+    real = units.norm_fwd
+
+    def spy(*a, **k):
+        seen.append(torch.is_inference_mode_enabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(units, "norm_fwd", spy)
+
+    def runner(model):
+        return S.StepRunner(model, ProcessGroupComm(), schedule=schedule,
+                            splits=1 if schedule == "tp" else 2)  # fmt: skip
+
+    model = shard_model(cfg, ProcessGroupComm(), seed=1)
+    r = runner(model)
+    loss0 = r.step(inp, tgt)
+    assert seen and all(seen) and not torch.is_inference_mode_enabled()
+    assert loss0.is_inference()
+    grads = [p.grad for p in model.parameters()]
+    assert not any(g.is_inference() for g in grads)
+    assert all(g.abs().sum() > 0 for g in grads)
+    torch.optim.AdamW(model.parameters(), lr=1e-2).step()
+    loss1 = r.step(inp, tgt)
+    fresh = shard_model(cfg, ProcessGroupComm(), seed=1)
+    with torch.no_grad():
+        for p, q in zip(fresh.parameters(), model.parameters()):
+            p.copy_(q)
+    assert float(loss1) < float(loss0)
+    assert float(runner(fresh).step(inp, tgt)) == pytest.approx(float(loss1), rel=1e-6)
