@@ -1,6 +1,6 @@
 """The timing loop's plan (reference_model/train.py): how the timed steps split into
-blocks and when the modes interleave block by block. The loop itself runs in
-tests/test_run_cli.py (a real CPU run)."""
+blocks, when the modes interleave block by block, and what the issue's CPU time counts.
+The loop itself runs in tests/test_run_cli.py (a real CPU run)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,35 @@ def test_block_steps_must_be_positive():
 
     with pytest.raises(ConfigError, match="--block-steps must be >= 1, got 0"):
         RunConfig(model=tiny(), block_steps=0).validate()
+
+
+def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
+    """run.json's issue_cpu_times_ms is the issuing thread's CPU time over each step's
+    issue: a step that sleeps 40 ms (off the core) adds 40 ms to issue_times_ms and
+    nothing to it; one that spins 40 ms on the core adds 40 ms to both."""
+    import time
+
+    import torch
+
+    from domino_prof.reference_model.train import ModeRun
+
+    cfg = RunConfig(model=tiny(), tp=1, seq=8, mbs=2, modes=("tp",)).validate()
+    run = ModeRun(cfg, "tp", device=torch.device("cpu"))
+    real = run.runner.step
+
+    def spin(s):
+        t = time.thread_time()
+        while time.thread_time() - t < s:
+            pass
+
+    run.timed_block(2)  # the plain steps' times: the baseline
+    for extra in (lambda: time.sleep(0.04), lambda: spin(0.04)):
+        run.runner.step = lambda inp, tgt, extra=extra: (extra(), real(inp, tgt))[1]
+        run.timed_block(2)
+    r = run.result(interleave=False)
+    wall, cpu = r["issue_times_ms"], r["issue_cpu_times_ms"]
+    assert len(wall) == len(cpu) == 6 and r["issue_cpu_ms"] > 0
+    plain_c = max(cpu[:2])
+    assert all(w >= 40 for w in wall[2:])  # the sleeping steps
+    assert all(c < plain_c + 20 for c in cpu[2:4])
+    assert all(c >= 40 for c in cpu[4:])  # the spinning steps

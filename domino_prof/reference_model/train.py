@@ -191,23 +191,29 @@ class ModeRun:
         self.losses: list[float] = []
         self.blocks: list[list[float]] = []  # timed step ms, one list per block
         self.issue_blocks: list[list[float]] = []
+        self.issue_cpu_blocks: list[list[float]] = []  # the main thread's CPU time of each
         self.memory = None
         self.step = 0
 
-    def one_step(self) -> float:
+    def one_step(self) -> tuple[float, float]:
         """One training step (the runner overwrites .grad, so no zero_grad). Returns the
-        host issue time in ms: until the host has queued the whole step."""
+        host issue time in ms (until the host has queued the whole step) and the main
+        thread's CPU time over the same span (``time.thread_time``). Where the second is
+        well below the first, the issuing thread was off its core (descheduled, or blocked
+        in a driver call) for the difference: an eager step's time then says more about
+        the host than about the schedule."""
         runner = self.runner
         inp, tgt = self.data.batch(self.step)
         held = runner.host_wait_s  # waits for the GPU under the graph in-flight cap
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         loss = runner.step(inp, tgt)
         with torch.profiler.record_function("optimizer"):
             self.opt.step()
         issued = (time.perf_counter() - t0 - (runner.host_wait_s - held)) * 1e3
+        cpu = (time.thread_time() - c0) * 1e3
         self.losses.append(float(loss))  # host sync: also makes step timing honest
         self.step += 1
-        return issued
+        return issued, cpu
 
     def warm_up(self) -> None:
         if self.device.type == "cuda":
@@ -216,15 +222,18 @@ class ModeRun:
             self.one_step()
 
     def timed_block(self, n: int) -> None:
-        times, issues = [], []
+        times, issues, cpus = [], [], []
         for _ in range(n):
             _sync(self.device)
             t0 = time.perf_counter()
-            issues.append(self.one_step())
+            issued, cpu = self.one_step()
             _sync(self.device)
             times.append((time.perf_counter() - t0) * 1e3)
+            issues.append(issued)
+            cpus.append(cpu)
         self.blocks.append(times)
         self.issue_blocks.append(issues)
+        self.issue_cpu_blocks.append(cpus)
 
     def profile(self, out: Path) -> None:
         cfg, device = self.cfg, self.device
@@ -290,6 +299,8 @@ class ModeRun:
             },
             "issue_ms": issue_ms,
             "issue_times_ms": [t for b in self.issue_blocks for t in b],
+            "issue_cpu_ms": stats.median(stats.block_medians(self.issue_cpu_blocks)),
+            "issue_cpu_times_ms": [t for b in self.issue_cpu_blocks for t in b],
             "memory": self.memory,
             "tokens_per_s": tok_s,
             "mfu": mfu,
