@@ -51,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domino_prof.reference_model import units
+from domino_prof.reference_model import train, units
 from domino_prof.reference_model.comm import ProcessGroupComm
 from domino_prof.reference_model.config import WGRAD_INS, preset
 from domino_prof.reference_model.modes import SCHEDULES
@@ -93,16 +93,10 @@ PROBE_N = 200_000  # additions in host_probe(): ~6.5 ms on a fast H200 host, ~12
 
 
 def host_probe() -> float:
-    """Milliseconds of a fixed pure-Python loop: the host's speed right now, which no
-    schedule changes. Lent H200 hosts switch between two speeds, about 1.8x apart, for
-    seconds at a time (reports/schedule-h200/compile-host-2026-12-02): a host-bound
-    row's issue time follows the probe, so a row is compared by ``issue_ms`` together
-    with ``host_probe_ms``, not by ``issue_ms`` alone."""
-    t = time.perf_counter()
-    x = 0
-    for i in range(PROBE_N):
-        x += i
-    return (time.perf_counter() - t) * 1e3
+    """train.host_probe of PROBE_N additions: a row is compared by ``issue_ms`` together
+    with ``host_probe_ms``, not by ``issue_ms`` alone (a host-bound row's issue time
+    follows the host's speed)."""
+    return train.host_probe(PROBE_N)
 
 
 def measure(step, dev, *, warmup: int, steps: int, held=lambda: 0.0) -> dict:

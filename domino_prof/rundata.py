@@ -108,6 +108,35 @@ def verdict_reason(run: dict) -> str | None:
     return None
 
 
+HOST_SPEED_SPREAD = 1.3  # host_speed_note speaks from this p90 / p10 of the probes on
+
+
+def host_speed_note(run: dict) -> str | None:
+    """One sentence when the host's speed moved during a CUDA run's timed steps: the
+    modes' ``host_probe_times_ms`` (a fixed pure-Python loop after each timed step,
+    ``train.host_probe``) with a 90th / 10th percentile ratio of HOST_SPEED_SPREAD or
+    more. A host-bound (eager) step's time moves with the host, so such a run's eager
+    figures say as much about the host as about the schedule. None otherwise, for a
+    CPU run (the ranks and gloo share the cores the probe runs on) and for runs from
+    before the probe."""
+    if (run.get("config") or {}).get("device") != "cuda":
+        return None
+    probes = sorted(float(t) for m in (run.get("modes") or {}).values() if isinstance(m, dict)
+                    for t in m.get("host_probe_times_ms") or ())  # fmt: skip
+    if len(probes) < 2:
+        return None
+    lo = probes[(len(probes) - 1) // 10]  # nearest rank, low side
+    hi = probes[len(probes) - 1 - (len(probes) - 1) // 10]
+    if lo <= 0 or hi / lo < HOST_SPEED_SPREAD:
+        return None
+    return (
+        f"the host's speed moved {hi / lo:.1f}x during the timed steps (a fixed Python loop "
+        f"took {lo:.2f} to {hi:.2f} ms, 10th to 90th percentile): a host-bound (eager) "
+        "step's time moves with it, so read eager figures as the host's as much as the "
+        "schedule's; --cuda-graphs takes the host off the step"
+    )
+
+
 def comparison_rows(modes: dict) -> list[dict]:
     """The side-by-side table. ``step_ms`` is the mode's timed step: the median of its
     block times (the median of its timed steps for runs without blocks), the one step

@@ -368,6 +368,25 @@ def test_the_run_table_and_verdict_carry_the_label(emulated_run, capsys):
     assert f"{LABEL2}: one GPU ran rank 0's shard; losses meaningless" in cap.err
 
 
+def test_the_run_says_when_the_hosts_speed_moved(emulated_run, capsys):
+    """print_comparison's "host:" line (rundata.host_speed_note), on a CUDA run whose
+    probes spread 2x; none on the same run with steady probes."""
+    from domino_prof.commands.run import print_comparison
+    from domino_prof.rundata import host_speed_note
+
+    run = json.loads(json.dumps(emulated_run["run"]))
+    run["config"]["device"] = "cuda"
+    for m in run["modes"].values():
+        m["host_probe_times_ms"] = [0.6, 1.2] * 2
+    print_comparison(run)
+    host = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("host: ")]
+    assert host == [f"host: {host_speed_note(run)}"] and "moved 2.0x" in host[0]
+    for m in run["modes"].values():
+        m["host_probe_times_ms"] = [0.6] * 4
+    print_comparison(run)
+    assert "host: " not in capsys.readouterr().out
+
+
 def test_a_real_run_table_has_no_label(emulated_run, capsys):
     from domino_prof.commands.run import print_comparison
 

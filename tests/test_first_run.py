@@ -131,3 +131,26 @@ def test_the_report_says_why_too():
                                    "that run the model (the ranks share the host's cores)")  # fmt: skip
     run["config"]["tp"] = 1  # no collective at all: the reason changes with the run
     assert mode_comparison(run).notes[0].startswith("Why: At tp 1 there is no collective")
+
+
+def test_the_host_speed_note_speaks_when_the_probes_spread():
+    """rundata.host_speed_note: the 10th and 90th percentile (nearest rank) of every
+    mode's host_probe_times_ms on a CUDA run; a note from a 1.3x spread on."""
+    from domino_prof.rundata import host_speed_note
+
+    def run(device="cuda", **probes):
+        return {"config": {"device": device},
+                "modes": {m: {"host_probe_times_ms": p} for m, p in probes.items()}}  # fmt: skip
+
+    # 10 probes: ranks 0 and 9 are the 10th and 90th percentiles: 0.6 and 1.2 ms
+    note = host_speed_note(run(tp=[0.6] * 5, domino=[1.2] * 5))
+    assert note.startswith("the host's speed moved 2.0x during the timed steps")
+    assert "took 0.60 to 1.20 ms, 10th to 90th percentile" in note
+    # 20 probes, one slow: ranks 1 and 18 are both 0.6 ms: one outlier says nothing
+    assert host_speed_note(run(tp=[0.6] * 10, domino=[0.6] * 9 + [1.2])) is None
+    # three slow of 20: rank 18 is slow, 1.25x: under the 1.3x the note needs
+    assert host_speed_note(run(tp=[0.8] * 10, domino=[0.8] * 7 + [1.0] * 3)) is None
+    assert "1.5x" in host_speed_note(run(tp=[0.8] * 10, domino=[0.8] * 7 + [1.2] * 3))
+    assert host_speed_note(run("cpu", tp=[0.6] * 5, domino=[1.2] * 5)) is None  # gloo ranks
+    assert host_speed_note(run(tp=[], domino=[])) is None  # a run from before the probe
+    assert host_speed_note({"config": {"device": "cuda"}, "modes": {"tp": {}}}) is None

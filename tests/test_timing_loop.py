@@ -39,6 +39,7 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
     """run.json's issue_cpu_times_ms is the issuing thread's CPU time over each step's
     issue: a step that sleeps 40 ms (off the core) adds 40 ms to issue_times_ms and
     nothing to it; one that spins 40 ms on the core adds 40 ms to both."""
+    import statistics
     import time
 
     import torch
@@ -65,3 +66,7 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
     assert all(w >= 40 for w in wall[2:])  # the sleeping steps
     assert all(c < plain_c + 20 for c in cpu[2:4])
     assert all(c >= 40 for c in cpu[4:])  # the spinning steps
+    probes = r["host_probe_times_ms"]  # train.host_probe after every timed step
+    assert len(probes) == 6 and all(p > 0 for p in probes)
+    meds = [statistics.median(probes[i : i + 2]) for i in (0, 2, 4)]  # three blocks of 2
+    assert r["host_probe_ms"] == pytest.approx(statistics.median(meds))

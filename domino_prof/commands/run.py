@@ -99,7 +99,7 @@ def print_comparison(run: dict) -> None:
     from rich.console import Console
 
     from domino_prof.commands._format import DOMINO_NOCOMM_NOTE, NOCOMM_NOTE, modes_table
-    from domino_prof.rundata import comm_label, verdict_reason, verdict_text
+    from domino_prof.rundata import comm_label, host_speed_note, verdict_reason, verdict_text
 
     label = comm_label(run)  # "emulated comm (profile NAME)", None for real collectives
     t = modes_table(run)
@@ -111,6 +111,9 @@ def print_comparison(run: dict) -> None:
         why = verdict_reason(run)
         if why:  # when this run cannot show overlap pay off: why, in one sentence
             print(f"why: {why}")
+    host = host_speed_note(run)
+    if host:  # lent GPU hosts change speed ~2x for seconds at a time
+        print(f"host: {host}")
     for key in _modes.RUN_KEYS.values():  # what keeps domino, domino-sp from nocomm
         lim = run.get(key)
         if lim and lim.get("text"):  # analysis.limits

@@ -177,6 +177,23 @@ def _overlap_gemm_record(runner) -> dict | None:
             "gemms_tiled": g.tiled, "gemms_covered": g.seen}  # fmt: skip
 
 
+PROBE_N = 20_000  # additions in host_probe(): ~0.65 ms on a fast H200 host, ~1.2 on a slow
+
+
+def host_probe(n: int = PROBE_N) -> float:
+    """Milliseconds of a fixed pure-Python loop of ``n`` additions: the host's speed right
+    now, which no schedule changes. Lent GPU hosts switch between speeds about 1.8-2x
+    apart, for seconds at a time (reports/schedule-h200/compile-host-2026-12-02,
+    reports/emulated-h100-2026-12-07d), and the issuing thread's CPU time moves with them
+    (issue_cpu_ms = issue_ms there: the thread stays on its core, the core runs slower):
+    an eager (host-bound) step's time follows the probe."""
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    return (time.perf_counter() - t) * 1e3
+
+
 class ModeRun:
     """One mode's model, optimizer and data, and what its steps measured: warm-up, then
     timed blocks (called by the worker in its order), then the profiled steps."""
@@ -192,6 +209,7 @@ class ModeRun:
         self.blocks: list[list[float]] = []  # timed step ms, one list per block
         self.issue_blocks: list[list[float]] = []
         self.issue_cpu_blocks: list[list[float]] = []  # the main thread's CPU time of each
+        self.probe_blocks: list[list[float]] = []  # host_probe() after each timed step
         self.memory = None
         self.step = 0
 
@@ -222,7 +240,7 @@ class ModeRun:
             self.one_step()
 
     def timed_block(self, n: int) -> None:
-        times, issues, cpus = [], [], []
+        times, issues, cpus, probes = [], [], [], []
         for _ in range(n):
             _sync(self.device)
             t0 = time.perf_counter()
@@ -231,9 +249,11 @@ class ModeRun:
             times.append((time.perf_counter() - t0) * 1e3)
             issues.append(issued)
             cpus.append(cpu)
+            probes.append(host_probe())  # outside the step's times
         self.blocks.append(times)
         self.issue_blocks.append(issues)
         self.issue_cpu_blocks.append(cpus)
+        self.probe_blocks.append(probes)
 
     def profile(self, out: Path) -> None:
         cfg, device = self.cfg, self.device
@@ -301,6 +321,8 @@ class ModeRun:
             "issue_times_ms": [t for b in self.issue_blocks for t in b],
             "issue_cpu_ms": stats.median(stats.block_medians(self.issue_cpu_blocks)),
             "issue_cpu_times_ms": [t for b in self.issue_cpu_blocks for t in b],
+            "host_probe_ms": stats.median(stats.block_medians(self.probe_blocks)),
+            "host_probe_times_ms": [t for b in self.probe_blocks for t in b],
             "memory": self.memory,
             "tokens_per_s": tok_s,
             "mfu": mfu,
