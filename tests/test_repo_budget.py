@@ -2,7 +2,9 @@
 working tree that travels to a GPU machine (tracked and untracked-not-ignored files,
 /work/.library/device/README.md): over it, every GPU call of a session is refused. 60 MiB
 leaves 4 MiB for what a session writes before its call. 55.5 MiB on 2026-12-06; the
-report.html files of 2026-12-02 (6 MB each) were removed on 2026-12-03 for this."""
+report.html files of 2026-12-02 (6 MB each) were removed on 2026-12-03 for this; on
+2026-12-07 the 2026-12-02 emulated tp-2 traces (2.8 MB, an emulator since replaced; their
+analyses stay), and new reports keep run.json written compact and at most one trace."""
 
 from __future__ import annotations
 
