@@ -151,6 +151,8 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append(f"--sp-residual {res}")
     if cfg.get("mb_streams", 1) != 1:
         parts.append(f"--mb-streams {cfg['mb_streams']}")
+    if cfg.get("attention", "auto") != "auto":
+        parts.append(f"--attention {cfg['attention']}")
     if cfg.get("col_splits", 1) != 1:
         parts.append(f"--col-splits {cfg['col_splits']}")
     if cfg.get("comm_ctas") is not None:
@@ -568,6 +570,14 @@ RUNS_07C = _runs(_H100_07C, (
     "call3/defaults-r3", "call4/defaults-r4", "call3/no-auto", "call3/ce", "call3/eager",
     "call2/8b-defaults", "call4/8b-no-auto", "call4/8b-no-auto-r2", "call3/8b-defaults",
     "call4/8b-auto", "call4/8b-auto-r2"))  # fmt: skip
+# 2026-12-07 (d, one H100, three calls): the step under inference mode (base: no_grad at
+# 7c0ba19, ABAB in each call), eager steps on a host of two speeds
+_H100_07D = "reports/emulated-h100-2026-12-07d"
+RUNS_07D = _runs(_H100_07D, (
+    "call1/base", "call1/new", "call1/base-r2", "call1/new-r2", "call2/base-pin",
+    "call2/new-pin", "call2/base-pin-r2", "call2/new-pin-r2", "call2/new-r3", "call3/cpu-a",
+    "call3/cpu-b", "call3/cpu-c", "call3/cpu-d", "call1/new-flash", "call1/new-graphs",
+    "call3/cpu-graphs"))  # fmt: skip
 
 SECTIONS: list[dict] = [
     {
@@ -915,6 +925,27 @@ SECTIONS: list[dict] = [
                 "2.6 ms, so only domino-sp takes it, and it costs llama3-8b 2.3 ms "
                 "(0.926-0.932 of nocomm against 0.945-0.951 with `--no-carveout-auto`). "
                 "Eager stays host-bound. reports/emulated-h100-2026-12-07c/README.md.",
+    },
+    {
+        "title": "The step under inference mode; eager steps on a host of two speeds "
+                 "(emulated comm, H100)",
+        "where": "one H100, 2026-12-07, three calls (10:41-11:09 UTC); llama3-3b (28 layers), "
+                 "seq 4096, mbs 2, TP 8, 16 timed steps; rows `base` (7c0ba19, the step "
+                 "under no_grad) and `new` (inference mode) alternate in each call",
+        "render": run_rows,
+        "args": {"runs": RUNS_07D, "modes": _SP_MODES, "ratios": _SP_RATIOS},
+        "text": "`StepRunner.step` runs under `torch.inference_mode`: no autograd or "
+                "view-tracking dispatch per op. On the 2-core CPU box the host's time per "
+                "step fell to about 0.8x (bench_sp_host.py, 28 layers: domino 34.68 -> "
+                "27.58 ms, domino-sp 38.14 -> 30.98). On the H100 host it is not resolved: "
+                "the same code's eager domino ran 92 to 201 ms a step, switching between "
+                "two levels about 2x apart within a run, while the issuing thread's CPU "
+                "time equalled its issue time (the core ran slower; the thread never left "
+                "it) and pinning did not help. At the host's fast level domino eager "
+                "reached 92-95 ms (0.70-0.73 of nocomm; 88.8 with graphs) and domino-sp "
+                "98-108 (0.62-0.68; 75.7 with graphs, 0.875 of nocomm, 1.354x tp). run "
+                "now probes the host's speed after each timed step and says when it moved "
+                "(its `host:` line). reports/emulated-h100-2026-12-07d/README.md.",
     },
     {
         "title": "llama3-8b: domino-sp at 0.99 of nocomm (emulated comm, H100)",
