@@ -152,5 +152,8 @@ def test_the_host_speed_note_speaks_when_the_probes_spread():
     assert host_speed_note(run(tp=[0.8] * 10, domino=[0.8] * 7 + [1.0] * 3)) is None
     assert "1.5x" in host_speed_note(run(tp=[0.8] * 10, domino=[0.8] * 7 + [1.2] * 3))
     assert host_speed_note(run("cpu", tp=[0.6] * 5, domino=[1.2] * 5)) is None  # gloo ranks
+    graphs = run(tp=[0.6] * 5, domino=[1.2] * 5)
+    graphs["config"]["cuda_graphs"] = True  # replayed steps: the host is off them
+    assert host_speed_note(graphs) is None
     assert host_speed_note(run(tp=[], domino=[])) is None  # a run from before the probe
     assert host_speed_note({"config": {"device": "cuda"}, "modes": {"tp": {}}}) is None
