@@ -32,6 +32,7 @@ while IFS='|' read -r name tree pin flags; do
   [ -n "$name" ] || continue
   [ "$(el)" -lt "${STOP_S:-400}" ] || { echo "== skip $name at $(el) s"; continue; }
   dir=$ROOT; [ "$tree" = base ] && dir=$ROOT/_ab/base
+  [ -d "$dir/domino_prof" ] || { echo "== skip $name: no $dir/domino_prof (see this script's header)"; continue; }
   echo "== run $name ($tree pin=$pin $flags) at $(el) s"
   (cd "$dir" && PYTHONPATH=$dir ${pin:+taskset -c $pin} timeout "${RUN_S:-100}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
     --comm emulate --mode all --steps 16 --block-steps 4 --profile-steps 2 --no-analyze \
