@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from domino_prof.cli import app
 from domino_prof.commands import tune as T
 from domino_prof.reference_model import modes
+from domino_prof.rundata import host_speed_note
 from test_output_errors import _one_line  # the one-line-error check, shared
 
 pytest.importorskip("torch")
@@ -60,6 +61,7 @@ def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
         assert c["frac_of_nocomm"] == pytest.approx(frac[c["name"]], rel=1e-12)
         assert c["vs_best_tp"] == pytest.approx(tp_step / step, rel=1e-12)
         assert c["limits"] is None  # --no-analyze (and a CPU nocomm has no trace to analyse)
+        assert c["host"] is None  # a CPU run: no host-speed note (rundata.host_speed_note)
     assert doc["tp"] == [{"settings": {"comm_ctas": None, "cuda_graphs": False, "sm_carveout": None,
                                        "mbs": None, "comm_engine": None},
                           "settings_text": "default ctas", "run_dir": names[0],
@@ -86,6 +88,24 @@ def test_tune_two_candidates_table_and_json_follow_from_their_runs(tmp_path):
         assert cells[3].startswith(f"{frac[n]:.3f}")
         assert cells[-2] == f"{tp_step / c['domino_step_ms']:.3f}"
     assert f"winner ({win['settings_text']}): {cmd}" in r.stdout
+
+
+def test_tune_names_a_candidate_timed_while_the_hosts_speed_moved(tmp_path, capsys):
+    """_finish prints candidate_numbers' host note of an ok candidate: one line each."""
+    from domino_prof.reference_model.config import tiny
+
+    s = T.candidates(T.parse_grid(["col_splits=1,2"]))
+    cands = [{"name": f"c0{i}", "status": "ok", "error": None, "settings": x.fields(),
+              "settings_text": x.text(), **T.candidate_numbers({}), "domino_step_ms": 10.0 + i,
+              "frac_of_nocomm": 0.8 - i / 10, "host": "the host's speed moved 2.0x" if i else None}
+             for i, x in enumerate(s)]  # fmt: skip
+    ranked, best = T.summarise(cands, [])
+    doc = {"candidates": cands, "ranked": [c["name"] for c in ranked], "best_tp": best,
+           "base_flags": [], "comm": None,
+           "config": {"model": {"name": tiny().name}, "tp": 2, "seq": 128, "mbs": 2}}  # fmt: skip
+    T._finish(doc, tmp_path, top=5)
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note: ")]
+    assert notes == ["note: c01: the host's speed moved 2.0x"]
 
 
 def test_plan_puts_tp_once_per_tp_setting_and_skips_refused_combinations():
@@ -126,6 +146,12 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
     assert n["domino_step_ms"] == 11.0 and n["domino_step_ms_interval"] == [10.0, 12.0]
     assert (n["frac_of_nocomm"], n["frac_of_nocomm_interval"]) == (0.8, [0.75, 0.82])
     assert n["of_domino_nocomm"] == pytest.approx(0.9)  # median of 9/10, 9.9/11, 10.8/12
+    assert n["host"] is None  # no probes (a CPU run, or one from before them)
+    eager = {**run, "config": {"device": "cuda"},
+             "modes": {**run["modes"], "nocomm": {**run["modes"]["nocomm"],
+                                                   "host_probe_times_ms": [0.6, 1.2]}}}  # fmt: skip
+    assert T.candidate_numbers(eager)["host"] == host_speed_note(eager)
+    assert "moved 2.0x" in T.candidate_numbers(eager)["host"]
     assert n["limits"] == {"gap_ms": 2.5, "split_ms": None, "exposed_comm_ms": 1.25,
                            "exposed_cost_ms": None, "overlap_tax_ms": None,
                            "tax_withheld": None, "host_ms": 0.5, "residual_ms": None,

@@ -59,7 +59,7 @@ from domino_prof.commands._common import user_errors
 from domino_prof.commands.run import _check_out, _opt, _positive
 from domino_prof.errors import ConfigError, RunError
 from domino_prof.reference_model import modes as _modes
-from domino_prof.rundata import mode_ratio
+from domino_prof.rundata import host_speed_note, mode_ratio
 
 TUNE_SCHEMA = "domino-prof/tune"
 TUNE_VERSION = 1
@@ -322,7 +322,9 @@ def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
     timed step and interval, its fraction of nocomm (``comparison``'s ``frac_of_nocomm``
     and interval), the schedule over its no-comm mode (domino / domino-nocomm, domino-sp /
     domino-sp-nocomm: paired blocks; None in a run without it) and the schedule's limits
-    decomposition (run.json's ``limits``, ``limits_sp``: the mode registry's RUN_KEYS)."""
+    decomposition (run.json's ``limits``, ``limits_sp``: the mode registry's RUN_KEYS);
+    ``host``: rundata.host_speed_note of the run (an eager candidate timed while the
+    host's speed moved: its rank is partly the host's), else None."""
     m = (run.get("modes") or {}).get(schedule) or {}
     row = _row(run, schedule)
     dn = mode_ratio(run.get("modes") or {}, schedule, _modes.SPLIT_MODES[schedule])
@@ -334,6 +336,7 @@ def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
         "frac_of_nocomm_interval": [row.get("frac_of_nocomm_low"), row.get("frac_of_nocomm_high")],
         "of_domino_nocomm": dn.value if dn is not None else None,
         "limits": {k: lim.get(k) for k in LIMIT_KEYS} if lim else None,
+        "host": host_speed_note(run),
     }
 
 
@@ -738,6 +741,8 @@ def _finish(doc: dict, out: Path, *, top: int) -> None:
     for c in doc["candidates"]:
         if c["status"] != "ok":
             print(f"note: {c['name']} {c['status']}: {c['error']}", file=sys.stderr)
+        elif c.get("host"):  # an eager candidate timed on a host that changed speed
+            print(f"note: {c['name']}: {c['host']}", file=sys.stderr)
     print(f"tune.json: {out / 'tune.json'} ({len(doc['candidates'])} candidates)",
           file=sys.stderr)  # fmt: skip
     if win is None:
