@@ -74,8 +74,8 @@ class Carveout:
     """The carveout of one runner: ``segment(in_flight, phase)`` before each segment is
     issued (eager or captured) turns it on for a segment issued beside a collective, off
     otherwise (scope ``overlap``; ``fwd`` / ``bwd``: and only in that phase); scope ``all``
-    is on for every segment. The first segment sets the state explicitly, so a runner starts from its own scope whatever
-    the previous mode's runner left.
+    is on for every segment. The first segment sets the state explicitly, so a runner
+    starts from its own scope whatever the previous mode's runner left.
     ``counts`` = (segments issued with it on, segments issued), for the run's record and
     the tests. ``blas``: anything with ``set(sms | None)`` (tests: a recorder)."""
 

@@ -115,13 +115,11 @@ class StepRunner:
             raise ValueError(f"col_splits {col_splits} does not divide dim {model.cfg.dim}")
         self.col_splits = col_splits
         self.wgrad_in = wgrad_in  # tp_step.AllReduceStep (config.WGRAD_INS)
-        if sp_wgrad_input not in SP_WGRAD_INPUTS:
-            raise ValueError(f"sp_wgrad_input must be {' or '.join(SP_WGRAD_INPUTS)}, got "
-                             f"{sp_wgrad_input!r}")  # fmt: skip
+        for name, value, choices in (("sp_wgrad_input", sp_wgrad_input, SP_WGRAD_INPUTS),
+                                     ("sp_residual", sp_residual, SP_RESIDUALS)):
+            if value not in choices:
+                raise ValueError(f"{name} must be {' or '.join(choices)}, got {value!r}")
         self.sp_wgrad_input = sp_wgrad_input  # sp_step.ShardedStep
-        if sp_residual not in SP_RESIDUALS:
-            raise ValueError(f"sp_residual must be {' or '.join(SP_RESIDUALS)}, got "
-                             f"{sp_residual!r}")  # fmt: skip
         self.sp_residual = sp_residual  # sp_step.ShardedStep
         if mb_streams not in (1, 2):
             raise ValueError(f"mb_streams must be 1 or 2, got {mb_streams}")
