@@ -2,9 +2,10 @@
 # The headline command (emulated TP 8, llama3-3b 28 L, seq 4096, mbs 2, --mode all, 16
 # timed steps) from two source trees in ONE device call, rows in the order given (ABAB):
 #   git archive REV domino_prof | tar -x -C _ab/base     # the baseline tree, untracked
-#   ROWS="name|tree|cpus|flags ..." OUT=/some/dir bash benchmarks/ab_trees_session.sh
+#   ROWS="name|tree|cpus|flags|env ..." OUT=/some/dir bash benchmarks/ab_trees_session.sh
 # tree: "base" (runs from _ab/base: `python -m` puts the cwd first on sys.path) or "new"
-# (this checkout); cpus: a taskset list (empty: unpinned). VERIFY=1 first runs
+# (this checkout); cpus: a taskset list (empty: unpinned); env (optional): VAR=value
+# words set for the row's run only (e.g. DOMINO_PROF_ROPE=aten). VERIFY=1 first runs
 # gpu_verify --tp 2 --backend gloo --sp-keep (this checkout); the tp-1 bench_schedule runs
 # last unless SKIP_BENCH=1. Traces are dropped (eager traces are ~5 MB a run): what comes
 # back is session.log, bench.tar (bench, verify, /proc/stat samples) and runs.tar.gz (run.json, config.json).
@@ -28,13 +29,13 @@ W=/tmp/ab; mkdir -p "$W/runs" "$W/bench"
 (while :; do echo "$(el) $(head -1 /proc/stat)"; sleep 2; done) > "$W/bench/proc_stat.log" &
 STAT_PID=$!
 ROWS=${ROWS:?}
-while IFS='|' read -r name tree pin flags; do
+while IFS='|' read -r name tree pin flags envs; do
   [ -n "$name" ] || continue
   [ "$(el)" -lt "${STOP_S:-400}" ] || { echo "== skip $name at $(el) s"; continue; }
   dir=$ROOT; [ "$tree" = base ] && dir=$ROOT/_ab/base
   [ -d "$dir/domino_prof" ] || { echo "== skip $name: no $dir/domino_prof (see this script's header)"; continue; }
-  echo "== run $name ($tree pin=$pin $flags) at $(el) s"
-  (cd "$dir" && PYTHONPATH=$dir ${pin:+taskset -c $pin} timeout "${RUN_S:-100}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
+  echo "== run $name ($tree pin=$pin $flags${envs:+ env $envs}) at $(el) s"
+  (cd "$dir" && env PYTHONPATH=$dir $envs ${pin:+taskset -c $pin} timeout "${RUN_S:-100}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
     --comm emulate --mode all --steps 16 --block-steps 4 --profile-steps 2 --no-analyze \
     --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ |rror|peak" | head -14)
 done <<< "$ROWS"

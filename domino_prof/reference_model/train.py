@@ -595,6 +595,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
                 "world_size": world,
                 "backend": "emulated" if cfg.emulated else backend,
                 "attention": units.attention_kernel(device, DTYPES.get(cfg.dtype)),
+                "rope": units.rope_kernel(device),  # units.set_rope: DOMINO_PROF_ROPE
             },
         )
     if dist.is_initialized():

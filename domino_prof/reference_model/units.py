@@ -30,6 +30,7 @@ logits' statistics), the docstring says so and the schedule reduces it.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -152,11 +153,53 @@ def rope_table(freqs: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(freqs).contiguous()
 
 
+ROPE_KERNELS = ("auto", "aten", "triton")
+_rope = os.environ.get("DOMINO_PROF_ROPE", "auto")  # set_rope(); process-wide
+_rope_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
+
+
+def set_rope(kind: str) -> None:
+    """Which rotation the schedules' eager and graphed steps use: ``auto`` (the default;
+    the environment's DOMINO_PROF_ROPE sets the start value): the Triton kernel
+    (rope_kernel.py, one launch) on CUDA where Triton imports, else aten's complex
+    multiply; ``aten``: aten's everywhere (the A/B reference); ``triton``: the kernel on
+    any device (CPU only under TRITON_INTERPRET=1: the tests)."""
+    if kind not in ROPE_KERNELS:
+        raise ValueError(f"rope kernel must be one of {ROPE_KERNELS}, got {kind!r}")
+    global _rope
+    _rope = kind
+    _rope_ok.clear()
+
+
+def rope_kernel(device: torch.device) -> str:
+    """``triton`` or ``aten``: the rotation eager steps on ``device`` use (run.json ``rope``)."""
+    key = device.type
+    if key not in _rope_ok:
+        want = _rope == "triton" or (_rope == "auto" and key == "cuda")
+        if want:
+            from domino_prof.reference_model import rope_kernel as RK
+
+            want = RK.available()
+        _rope_ok[key] = want
+    return "triton" if _rope_ok[key] else "aten"
+
+
+def _triton_rope(x: torch.Tensor) -> bool:
+    return not torch.compiler.is_compiling() and rope_kernel(x.device) == "triton"
+
+
 def rope_rotate(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
     """Rotate interleaved pairs of x [b, S, n, D] by the angles of ``cs`` [S, D/2, 2]
     (model.apply_rope's maths; its backward is the rotation by −θ, i.e. ``cs`` with the
-    sine negated). Eager: the complex multiply (3 kernels); compiled: the same in real
-    arithmetic, which inductor fuses into one kernel (it generates no complex code)."""
+    sine negated). Eager on CUDA: rope_kernel.py's one launch (:func:`set_rope`); else the
+    complex multiply (3 kernels); compiled: the same in real arithmetic, which inductor
+    fuses into one kernel (it generates no complex code)."""
+    if _triton_rope(x):
+        from domino_prof.reference_model import rope_kernel as RK
+
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        RK.rotate(x, None, cs, out)
+        return out
     if not torch.compiler.is_compiling():
         return apply_rope(x, torch.view_as_complex(cs))
     xf = x.float().unflatten(-1, (-1, 2))  # [b, S, n, D/2, 2]
@@ -349,6 +392,18 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     do2 = _mm(da, wo)  # [T, Hl·D]
     do = _tokens_to_bshd(do2, b, S, dims).transpose(1, 2)  # [b, Hl, S, D]
     dq, dk, dv = sdpa_bwd(do, q, k, v, o, ctx)
+    if _triton_rope(dq):  # dq, dk rotated straight into their slot's rows, dv copied
+        from domino_prof.reference_model import rope_kernel as RK
+
+        Hl, Kl = dims.heads, dims.kv_heads
+        dqkv = dqkv_out
+        if dqkv is None:
+            dqkv = da.new_empty((da.shape[0], (Hl + 2 * Kl) * dims.head_dim))
+        d4 = _tokens_to_bshd(dqkv, b, S, dims)  # [b, S, Hl + 2Kl, D] (a view)
+        RK.rotate(dq.transpose(1, 2), dk.transpose(1, 2), rope_conj, d4[:, :, : Hl + Kl])
+        d4[:, :, Hl + Kl :].copy_(dv.transpose(1, 2))
+        dn = None if wqkv is None else _mm(dqkv, wqkv)  # [T, d]  partial over ranks
+        return dn, dqkv, o2
     dqk = torch.cat([dq, dk], 1).transpose(1, 2)  # [b, S, Hl + Kl, D]
     dqk = rope_rotate(dqk, rope_conj)  # rotation back: the inverse of the forward's
     parts = [dqk, dv.transpose(1, 2)]  # [b, S, Hl + Kl, D], [b, S, Kl, D]

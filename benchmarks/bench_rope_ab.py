@@ -1,0 +1,168 @@
+"""The rotary embedding's kernel, A/B in one process: aten's complex multiply against
+rope_kernel.py's Triton launch (``units.set_rope``), eager steps of the same runners
+alternating step by step (ABAB), so the host's speed, which on the lent GPU hosts
+changes about 2x within a run (reports/emulated-h100-2026-12-07d), is the same for the
+two halves of each pair.
+
+    python benchmarks/bench_rope_ab.py                       # headline, emulated TP 8
+    python benchmarks/bench_rope_ab.py --modes domino-sp --pairs 30 --json out.json
+
+Per mode: the median over pairs of each half's wall time (synchronised), host issue
+time and the main thread's CPU time, and the per-pair ratios triton / aten (min /
+median / max) of each; the aten ops one step dispatches (TorchDispatchMode, one step
+per kind); and the two kinds' rotations compared on the mode's own shapes (largest
+difference, in units of the output dtype's epsilon). Every TP >= 2 figure is of
+emulated collectives (``--comm emulate``): the header says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _ops(run, mode_run) -> int:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count() as c:
+        run()
+    return c.n
+
+
+def _rope_check(torch, units, device, dims, seq: int, theta: float) -> dict:
+    """Both kinds on one [1, S, heads, D] bf16 input with the runner's table: the largest
+    difference, in bf16 epsilons of the output's magnitude (1 ulp: one rounding apart)."""
+    from domino_prof.reference_model.model import rope_tables
+
+    cs = units.rope_table(rope_tables(dims.head_dim, seq, theta, device))
+    g = torch.Generator(device=device).manual_seed(0)
+    n = dims.heads + 2 * dims.kv_heads
+    x = torch.randn(1, seq, n, dims.head_dim, device=device, generator=g).bfloat16()
+    xs = x[:, :, : dims.heads + dims.kv_heads]
+    out = {}
+    for kind in ("aten", "triton"):
+        units.set_rope(kind)
+        out[kind] = units.rope_rotate(xs, cs).float()
+    units.set_rope("auto")
+    diff = (out["aten"] - out["triton"]).abs()
+    ulp = out["aten"].abs().clamp_min(1e-30) * 2.0**-7
+    return {"max_abs": float(diff.max()), "max_ulps": float((diff / ulp).max()),
+            "equal_frac": float((diff == 0).float().mean())}  # fmt: skip
+
+
+def _name(torch, device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--model", default="llama3-3b")
+    ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--mbs", type=int, default=2)
+    ap.add_argument("--comm", default="emulate")
+    ap.add_argument("--modes", default="domino,domino-sp")
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run (TRITON_INTERPRET=1)")
+    a = ap.parse_args(argv)
+
+    import torch
+
+    from domino_prof.reference_model import units
+    from domino_prof.reference_model.config import RunConfig
+    from domino_prof.reference_model.train import ModeRun, host_probe
+
+    cuda = a.device == "cuda"
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
+                                 seq=a.seq, mbs=a.mbs, comm=a.comm,
+                                 modes=tuple(a.modes.split(",")))  # fmt: skip
+    units.set_attention(cfg.attention)
+    units.attention_kernel(device, torch.bfloat16)
+    units.set_rope("triton")
+    if units.rope_kernel(device) != "triton":
+        print("the Triton rotation does not run here (no Triton?): nothing to compare")
+        return 1
+    emulated = "emulated collectives" if cfg.emulated else cfg.comm
+    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp} ({emulated}), seq "
+          f"{cfg.seq}, mbs {cfg.mbs}, eager; {_name(torch, device)}")  # fmt: skip
+    report = {"config": {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
+                         "comm": cfg.comm, "seq": cfg.seq, "mbs": cfg.mbs},
+              "device": _name(torch, device), "modes": {}}  # fmt: skip
+    for mode in cfg.modes:
+        mr = ModeRun(cfg, mode, device=device)
+        kinds = ("aten", "triton")
+        for kind in kinds:  # warm-up: the Triton kernel's compile, the allocator, cuDNN plans
+            units.set_rope(kind)
+            for _ in range(2):
+                mr.one_step()
+        sync()
+        res = {k: {"wall": [], "issue": [], "cpu": [], "probe": []} for k in kinds}
+        for i in range(a.pairs):
+            order = kinds if i % 2 == 0 else kinds[::-1]
+            for kind in order:
+                units.set_rope(kind)
+                sync()
+                t0 = time.perf_counter()
+                issue, cpu = mr.one_step()
+                sync()
+                r = res[kind]
+                r["wall"].append((time.perf_counter() - t0) * 1e3)
+                r["issue"].append(issue)
+                r["cpu"].append(cpu)
+                r["probe"].append(host_probe())
+        ops = {}
+        for kind in kinds:
+            units.set_rope(kind)
+            ops[kind] = _ops(mr.one_step, mr)
+        units.set_rope("auto")
+        check = _rope_check(torch, units, device, mr.runner.dims, cfg.seq, cfg.model.rope_theta)
+        row = {"ops_per_step": ops, "rope_check": check}
+        print(
+            f"\n{mode}: aten ops per step {ops['aten']} -> {ops['triton']}; rotation "
+            f"check max {check['max_ulps']:.2f} bf16 ulp, {check['equal_frac']:.4f} equal"
+        )
+        print(f"{'':8s} {'aten med':>9s} {'triton med':>10s}   ratio min / median / max")
+        for what in ("wall", "issue", "cpu", "probe"):
+            ra, rt = res["aten"][what], res["triton"][what]
+            ratios = [t / b for t, b in zip(rt, ra)]
+            row[what] = {"aten_ms": statistics.median(ra), "triton_ms": statistics.median(rt),
+                         "ratio_min": min(ratios), "ratio_median": statistics.median(ratios),
+                         "ratio_max": max(ratios), "aten_all": ra, "triton_all": rt}  # fmt: skip
+            print(
+                f"{what:8s} {statistics.median(ra):9.2f} {statistics.median(rt):10.2f}   "
+                f"{min(ratios):.3f} / {statistics.median(ratios):.3f} / {max(ratios):.3f}"
+            )
+        report["modes"][mode] = row
+        del mr
+        if cuda:
+            torch.cuda.empty_cache()
+    if a.json:
+        Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

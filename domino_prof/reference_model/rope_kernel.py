@@ -1,0 +1,112 @@
+"""The rotary embedding as one Triton kernel: what eager CUDA steps issue instead of aten's
+complex multiply (``units.rope_rotate``; ``DOMINO_PROF_ROPE=aten`` keeps aten's).
+
+Why (issue 34, eager domino-sp host-bound): aten's rotation of the interleaved pairs is
+10 dispatched ops and 3 kernels (``x.float()``, unflatten, two ``view_as_complex``, two
+``unsqueeze``, the complex ``mul``, ``view_as_real``, flatten, ``type_as``), and the
+backward's is the same between two concatenations (dq with dk, then with dv into the kept
+dqkv slot): about 25 of the ~100 ops a layer and micro-batch issues (an H100 trace of the
+headline, reports/emulated-h100-2026-12-07d). Here the forward is one launch, and the
+backward one launch that reads dq and dk where cuDNN wrote them and writes the rotated
+rows straight into their slot, plus one copy of dv: no float copies of the
+activations, no concatenation.
+
+The maths is model.apply_rope's in fp32: pairs (x0, x1) of the last dimension, the table
+``cs`` [S, D/2, 2] = (cos, sin) per position and pair (``units.rope_table``; the backward
+passes the table with the sine negated), out = (x0·c − x1·s, x0·s + x1·c) rounded to the
+output's dtype once. Any strides with a unit last stride (the head slices of the qkv
+buffer, cuDNN's gradients, a sequence-major slot's transposed view).
+
+Launch cost: the first call of each argument signature launches through Triton's JIT
+(compiling once) and keeps the compiled kernel's launcher; later calls with the same
+signature launch it on the current stream's handle directly (no argument binding or
+specialisation per call: the pattern of emulate.py's collectives). The signature holds
+everything Triton specialises on: the integer arguments' values, the tensors' dtypes and
+their pointers' 16-byte alignment. Triton is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+
+@functools.cache
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def rope_pairs(a_ptr, b_ptr, cs_ptr, o_ptr, S, NA, NB,
+                   a_sb, a_ss, a_sh, b_sb, b_ss, b_sh, o_sb, o_ss, o_sh,
+                   HALF: tl.constexpr, BLOCK_H: tl.constexpr, TWO: tl.constexpr):  # fmt: skip
+        # one program per (batch row, position): every head's D/2 pairs of that token
+        row = tl.program_id(0)
+        bi = (row // S).to(tl.int64)
+        si = (row % S).to(tl.int64)
+        h = tl.arange(0, BLOCK_H)[:, None]
+        k = tl.arange(0, HALF)[None, :]
+        c = tl.load(cs_ptr + si * (2 * HALF) + 2 * k)
+        s = tl.load(cs_ptr + si * (2 * HALF) + 2 * k + 1)
+        in_a = h < NA
+        pa = a_ptr + bi * a_sb + si * a_ss + h * a_sh + 2 * k
+        x0 = tl.load(pa, mask=in_a, other=0.0).to(tl.float32)
+        x1 = tl.load(pa + 1, mask=in_a, other=0.0).to(tl.float32)
+        if TWO:  # heads [NA, NA + NB) come from the second source
+            in_b = (h >= NA) & (h < NA + NB)
+            pb = b_ptr + bi * b_sb + si * b_ss + (h - NA) * b_sh + 2 * k
+            x0 = tl.where(in_b, tl.load(pb, mask=in_b, other=0.0).to(tl.float32), x0)
+            x1 = tl.where(in_b, tl.load(pb + 1, mask=in_b, other=0.0).to(tl.float32), x1)
+        keep = h < NA + NB
+        po = o_ptr + bi * o_sb + si * o_ss + h * o_sh + 2 * k
+        ty = o_ptr.dtype.element_ty
+        tl.store(po, (x0 * c - x1 * s).to(ty), mask=keep)
+        tl.store(po + 1, (x0 * s + x1 * c).to(ty), mask=keep)
+
+    return rope_pairs
+
+
+def available() -> bool:
+    """Whether Triton imports here (the kernel's compiler; CUDA is the caller's check)."""
+    try:
+        _kernel()
+    except ImportError:
+        return False
+    return True
+
+
+_launchers: dict[tuple, Any] = {}  # argument signature -> the compiled kernel's launcher
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def rotate(a, b, cs, out) -> None:
+    """out[..., :na, :] = a rotated, out[..., na:na + nb, :] = b rotated (``b`` None:
+    nb = 0). a: [B, S, na, D], b: [B, S, nb, D], out: [B, S, na + nb, D] (out may be a
+    strided view; every last stride 1); cs: [S, D/2, 2] fp32, contiguous."""
+    B, S, na, D = a.shape
+    nb = 0 if b is None else b.shape[2]
+    bb = a if b is None else b
+    ints = (S, na, nb, a.stride(0), a.stride(1), a.stride(2),
+            bb.stride(0), bb.stride(1), bb.stride(2),
+            out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
+    const = (D // 2, _next_pow2(na + nb), b is not None)
+    args = (a, bb, cs, out) + ints + const
+    key = (ints, const, a.dtype, bb.dtype, out.dtype, a.device.index,
+           a.data_ptr() % 16 == 0, bb.data_ptr() % 16 == 0, cs.data_ptr() % 16 == 0,
+           out.data_ptr() % 16 == 0, B)  # fmt: skip
+    run = _launchers.get(key)
+    if run is not None:
+        import torch
+
+        run(*args, stream=torch._C._cuda_getCurrentRawStream(a.device.index))
+        return
+    k = _kernel()
+    compiled = k[(B * S,)](*args[:4], *ints, HALF=const[0], BLOCK_H=const[1], TWO=const[2])
+    if a.device.type == "cuda" and hasattr(compiled, "__getitem__"):
+        try:
+            _launchers[key] = compiled[(B * S, 1, 1)]
+        except (TypeError, AttributeError, KeyError):  # another Triton's launcher: JIT always
+            pass
