@@ -102,7 +102,7 @@ def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> to
         r = f(a, b, out, False)
         if r is not None:
             return r
-    return a @ b if out is None else torch.mm(a, b, out=out)
+    return torch.mm(a, b) if out is None else torch.mm(a, b, out=out)
 
 
 def _acc_mm(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, first: bool) -> None:
