@@ -63,6 +63,36 @@ def _rope_check(torch, units, device, dims, seq: int, theta: float) -> dict:
             "equal_frac": float((diff == 0).float().mean())}  # fmt: skip
 
 
+def _kernel_us(torch, units, device, shapes: str, reps: int = 50) -> dict:
+    """Device µs per rotation, aten against Triton, of [B, S, H, D=128] bf16 heads sliced
+    out of a qkv-like buffer (H + H/4 more heads beside them), CUDA events around ``reps``
+    calls after 5 of warm-up."""
+    from domino_prof.reference_model.model import rope_tables
+
+    out = {}
+    for spec in shapes.split(","):
+        B, S, H = (int(v) for v in spec.split("x"))
+        cs = units.rope_table(rope_tables(128, S, 500000.0, device))
+        buf = torch.randn(B, S, H + max(1, H // 4), 128, device=device).bfloat16()
+        x = buf[:, :, :H]
+        row = {}
+        for kind in ("aten", "triton"):
+            units.set_rope(kind)
+            for _ in range(5):
+                units.rope_rotate(x, cs)
+            t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0.record()
+            for _ in range(reps):
+                units.rope_rotate(x, cs)
+            t1.record()
+            torch.cuda.synchronize()
+            row[kind] = t0.elapsed_time(t1) * 1e3 / reps
+        units.set_rope("auto")
+        out[spec] = row
+        print(f"rotation {spec}x128 bf16: aten {row['aten']:.1f} us, triton {row['triton']:.1f} us")
+    return out
+
+
 def _name(torch, device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
 
@@ -79,6 +109,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--json", default="")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run (TRITON_INTERPRET=1)")
+    ap.add_argument(
+        "--kernel-shapes",
+        default="2x1024x32,1x1024x32,1x4096x4,2x4096x4",
+        help="BxSxH of the rotation-alone timings (CUDA; '' skips them)",
+    )
     a = ap.parse_args(argv)
 
     import torch
@@ -108,7 +143,9 @@ def main(argv=None) -> int:
     emulated = "emulated collectives" if cfg.emulated else cfg.comm
     print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp} ({emulated}), seq "
           f"{cfg.seq}, mbs {cfg.mbs}, eager; {_name(torch, device)}")  # fmt: skip
-    report = {"config": {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
+    kernel = _kernel_us(torch, units, device, a.kernel_shapes) if cuda and a.kernel_shapes else {}
+    report = {"kernel_us": kernel,
+              "config": {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
                          "comm": cfg.comm, "seq": cfg.seq, "mbs": cfg.mbs},
               "device": _name(torch, device), "modes": {}}  # fmt: skip
     for mode in cfg.modes:

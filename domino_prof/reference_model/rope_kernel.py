@@ -15,7 +15,9 @@ The maths is model.apply_rope's in fp32: pairs (x0, x1) of the last dimension, t
 ``cs`` [S, D/2, 2] = (cos, sin) per position and pair (``units.rope_table``; the backward
 passes the table with the sine negated), out = (x0·c − x1·s, x0·s + x1·c) rounded to the
 output's dtype once. Any strides with a unit last stride (the head slices of the qkv
-buffer, cuDNN's gradients, a sequence-major slot's transposed view).
+buffer, cuDNN's gradients, a sequence-major slot's transposed view). One program per
+token: its heads' rows of D are loaded and stored whole (contiguous, vectorised), the
+pairs split and joined in registers.
 
 Launch cost: the first call of each argument signature launches through Triton's JIT
 (compiling once) and keeps the compiled kernel's launcher; later calls with the same
@@ -40,28 +42,26 @@ def _kernel():
     def rope_pairs(a_ptr, b_ptr, cs_ptr, o_ptr, S, NA, NB,
                    a_sb, a_ss, a_sh, b_sb, b_ss, b_sh, o_sb, o_ss, o_sh,
                    HALF: tl.constexpr, BLOCK_H: tl.constexpr, TWO: tl.constexpr):  # fmt: skip
-        # one program per (batch row, position): every head's D/2 pairs of that token
+        # one program per (batch row, position): every head's D = 2·HALF values of that
+        # token, loaded and stored as contiguous rows of D; the pairs split in registers
         row = tl.program_id(0)
         bi = (row // S).to(tl.int64)
         si = (row % S).to(tl.int64)
         h = tl.arange(0, BLOCK_H)[:, None]
-        k = tl.arange(0, HALF)[None, :]
-        c = tl.load(cs_ptr + si * (2 * HALF) + 2 * k)
-        s = tl.load(cs_ptr + si * (2 * HALF) + 2 * k + 1)
+        d = tl.arange(0, 2 * HALF)[None, :]
+        cs = tl.load(cs_ptr + si * (2 * HALF) + tl.arange(0, 2 * HALF))  # (cos, sin) pairs
+        c, s = tl.split(tl.reshape(cs, (HALF, 2)))
         in_a = h < NA
-        pa = a_ptr + bi * a_sb + si * a_ss + h * a_sh + 2 * k
-        x0 = tl.load(pa, mask=in_a, other=0.0).to(tl.float32)
-        x1 = tl.load(pa + 1, mask=in_a, other=0.0).to(tl.float32)
+        x = tl.load(a_ptr + bi * a_sb + si * a_ss + h * a_sh + d, mask=in_a, other=0.0)
         if TWO:  # heads [NA, NA + NB) come from the second source
             in_b = (h >= NA) & (h < NA + NB)
-            pb = b_ptr + bi * b_sb + si * b_ss + (h - NA) * b_sh + 2 * k
-            x0 = tl.where(in_b, tl.load(pb, mask=in_b, other=0.0).to(tl.float32), x0)
-            x1 = tl.where(in_b, tl.load(pb + 1, mask=in_b, other=0.0).to(tl.float32), x1)
+            pb = b_ptr + bi * b_sb + si * b_ss + (h - NA) * b_sh + d
+            x = tl.where(in_b, tl.load(pb, mask=in_b, other=0.0), x)
+        x0, x1 = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_H, HALF, 2)))
+        y = tl.reshape(tl.join(x0 * c - x1 * s, x0 * s + x1 * c), (BLOCK_H, 2 * HALF))
         keep = h < NA + NB
-        po = o_ptr + bi * o_sb + si * o_ss + h * o_sh + 2 * k
-        ty = o_ptr.dtype.element_ty
-        tl.store(po, (x0 * c - x1 * s).to(ty), mask=keep)
-        tl.store(po + 1, (x0 * s + x1 * c).to(ty), mask=keep)
+        po = o_ptr + bi * o_sb + si * o_ss + h * o_sh + d
+        tl.store(po, y.to(o_ptr.dtype.element_ty), mask=keep)
 
     return rope_pairs
 

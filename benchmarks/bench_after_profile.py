@@ -1,0 +1,106 @@
+"""Does a mode's eager step get slower once the profiler has run in the process?
+
+`run` times each mode's steps, then profiles it, then the next mode (on CUDA the modes
+run whole, one after the other): every mode after the first is timed in a process where
+torch.profiler has already run. Kineto leaves CUPTI attached after a profile unless
+TEARDOWN_CUPTI=1 (pytorch/pytorch#144455), and an attached CUPTI adds to every CUDA call
+on the host. This times one mode's eager steps before and after one profile of it (the
+run's own ``ModeRun.profile``, a trace into a temporary directory), then again:
+
+    python benchmarks/bench_after_profile.py --mode domino-sp            # headline shape
+    TEARDOWN_CUPTI=1 python benchmarks/bench_after_profile.py --mode domino-sp
+
+Printed: the medians of wall time, host issue time and the host probe, before and after,
+and after / before. TP >= 2 is emulated (``--comm emulate``): the header says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--model", default="llama3-3b")
+    ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--mbs", type=int, default=2)
+    ap.add_argument("--comm", default="emulate")
+    ap.add_argument("--mode", default="domino-sp")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args(argv)
+
+    import torch
+
+    from domino_prof.reference_model import units
+    from domino_prof.reference_model.config import RunConfig
+    from domino_prof.reference_model.train import ModeRun, host_probe
+
+    cuda = a.device == "cuda"
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
+                                 seq=a.seq, mbs=a.mbs, comm=a.comm, modes=(a.mode,),
+                                 profile_steps=2)  # fmt: skip
+    units.set_attention(cfg.attention)
+    mr = ModeRun(cfg, a.mode, device=device)
+    for _ in range(3):
+        mr.one_step()
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    def timed(n: int) -> dict:
+        wall, issue, probe = [], [], []
+        for _ in range(n):
+            sync()
+            t0 = time.perf_counter()
+            iss, _ = mr.one_step()
+            sync()
+            wall.append((time.perf_counter() - t0) * 1e3)
+            issue.append(iss)
+            probe.append(host_probe())
+        return {"wall": wall, "issue": issue, "probe": probe}
+
+    phases = {"before": timed(a.steps)}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        mr.profile(Path(tmp))
+        prof_s = time.perf_counter() - t0
+    phases["after"] = timed(a.steps)
+    phases["after-2"] = timed(a.steps)
+    emulated = " (emulated collectives)" if cfg.emulated else ""
+    name = torch.cuda.get_device_name(device) if cuda else "CPU"
+    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp}{emulated}, seq {cfg.seq}, "
+          f"mbs {cfg.mbs}, {a.mode} eager; {name}, torch {torch.__version__} (CUDA "
+          f"{torch.version.cuda}); TEARDOWN_CUPTI={os.environ.get('TEARDOWN_CUPTI', 'unset')}; "
+          f"the profile took {prof_s:.1f} s")  # fmt: skip
+    print(f"{'':7s} {'before':>8s} {'after':>8s} {'after-2':>8s}  after / before")
+    out = {"env_TEARDOWN_CUPTI": os.environ.get("TEARDOWN_CUPTI"), "device": name,
+           "torch": torch.__version__, "cuda": torch.version.cuda, "mode": a.mode,
+           "phases": phases}  # fmt: skip
+    for what in ("wall", "issue", "probe"):
+        med = {p: statistics.median(v[what]) for p, v in phases.items()}
+        print(f"{what:7s} {med['before']:8.2f} {med['after']:8.2f} {med['after-2']:8.2f}  "
+              f"{med['after'] / med['before']:.3f}")  # fmt: skip
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
