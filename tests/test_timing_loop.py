@@ -70,3 +70,48 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
     assert len(probes) == 6 and all(p > 0 for p in probes)
     meds = [statistics.median(probes[i : i + 2]) for i in (0, 2, 4)]  # three blocks of 2
     assert r["host_probe_ms"] == pytest.approx(statistics.median(meds))
+
+
+def test_no_mode_is_timed_after_a_profile(tmp_path, monkeypatch):
+    """The modes run one after the other (not interleaved: the CUDA order): every mode's
+    timed steps come before any profile, since a profile leaves the process slower on the
+    host (train.run_modes says why); the last mode profiles after its own timed steps,
+    the others are built, warmed up and profiled again at the end. Each mode's run.json
+    entry is its timed pass's, and each has its trace."""
+    import torch
+
+    from domino_prof.reference_model import train
+
+    cfg = RunConfig(model=tiny(), tp=1, seq=8, mbs=2, modes=("tp", "domino", "sp"),
+                    timed_steps=2, block_steps=2, profile_steps=1).validate()  # fmt: skip
+    events = []
+    real = train.ModeRun
+
+    class Logged(real):
+        def __init__(self, cfg, mode, **kw):
+            events.append(("build", mode))
+            super().__init__(cfg, mode, **kw)
+
+        def timed_block(self, n):
+            events.append(("time", self.mode))
+            super().timed_block(n)
+
+        def profile(self, out):
+            events.append(("profile", self.mode))
+            super().profile(out)
+
+    monkeypatch.setattr(train, "ModeRun", Logged)
+    monkeypatch.setattr(train, "interleaved", lambda cfg: False)
+    res = train.run_modes(cfg, device=torch.device("cpu"), out=tmp_path)
+    assert events == [
+        ("build", "tp"), ("time", "tp"),
+        ("build", "domino"), ("time", "domino"),
+        ("build", "sp"), ("time", "sp"), ("profile", "sp"),
+        ("build", "tp"), ("profile", "tp"),
+        ("build", "domino"), ("profile", "domino"),
+    ]  # fmt: skip
+    assert list(res) == ["tp", "domino", "sp"]
+    for mode, r in res.items():
+        assert len(r["step_times_ms"]) == 2
+        assert len(r["losses"]) == cfg.warmup_steps + 2  # the timed pass's steps
+        assert (tmp_path / mode / "rank0.pt.trace.json.gz").is_file()

@@ -255,13 +255,18 @@ class ModeRun:
         self.issue_cpu_blocks.append(cpus)
         self.probe_blocks.append(probes)
 
+    def note_memory(self) -> None:
+        """The peak memory since warm-up began (CUDA; kept for run.json's ``memory``)."""
+        if self.device.type == "cuda":
+            self.memory = {
+                "peak_allocated_gb": torch.cuda.max_memory_allocated(self.device) / 2**30,
+                "peak_reserved_gb": torch.cuda.max_memory_reserved(self.device) / 2**30,
+            }
+
     def profile(self, out: Path) -> None:
         cfg, device = self.cfg, self.device
-        if device.type == "cuda":
-            self.memory = {
-                "peak_allocated_gb": torch.cuda.max_memory_allocated(device) / 2**30,
-                "peak_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30,
-            }
+        if self.memory is None:
+            self.note_memory()
         mode_dir = out / self.mode
         mode_dir.mkdir(parents=True, exist_ok=True)
         trace_path = mode_dir / f"rank{_rank()}.pt.trace.json.gz"
@@ -414,8 +419,10 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
     """Every mode of ``cfg``: {mode: run.json entry}. Interleaved (:func:`interleaved`):
     build every mode, warm each up, then the timed blocks in turn (block 1 of every
     mode, block 2 of every mode, ...), then each mode's profiled steps. Otherwise one
-    whole mode after the other: build, warm-up, its blocks, profile, free. Every rank
-    runs the same sequence (gloo and NCCL pair collectives in issue order)."""
+    whole mode after the other: build, warm-up, its blocks, free; then each mode but the
+    last built, warmed up and profiled again (no timed step follows a profile: the
+    comment below says why). Every rank runs the same sequence (gloo and NCCL pair
+    collectives in issue order)."""
     rank = _rank()
     sizes = block_sizes(cfg)
     say = (lambda s: print(s, flush=True)) if rank == 0 else (lambda s: None)
@@ -448,7 +455,19 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
             results[mode] = r.result(interleave=True)
             say(_done(mode, results[mode]))
         return results
-    for mode in cfg.modes:
+    # One whole mode after the other, every mode TIMED BEFORE ANY IS PROFILED: a profile
+    # leaves the process slower on the host (Kineto keeps CUPTI attached after a trace
+    # unless TEARDOWN_CUPTI=1, pytorch/pytorch#144455: every later CUDA call pays), and
+    # eager modes are host-bound. Measured on one H100, emulated TP 8, headline shape:
+    # the same eager domino-sp code issued a step in 83.5-84 ms as run's sixth mode
+    # (five profiles before it) and in 66-67 ms in bench_rope_ab.py, which never
+    # profiles, at the same host speed (reports/emulated-h100-2026-12-07e).
+    # So each mode is built, warmed up, timed and freed; the modes then run again, each
+    # built, warmed up and profiled (the last mode profiles at once: nothing is timed
+    # after it). Its run.json entry is the timed pass's: losses of warm-up and timed
+    # steps, peak memory at the end of its timed steps.
+    later: list[str] = []
+    for k, mode in enumerate(cfg.modes):
         say(_header(cfg, mode))
         r = ModeRun(cfg, mode, device=device, comm_group=comm_group)
         r.warm_up()
@@ -456,14 +475,33 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
         for i, n in enumerate(sizes):
             r.timed_block(n)
             progress.tick(sum(sizes[: i + 1]))
-        r.profile(out)
+        r.note_memory()
         results[mode] = r.result(interleave=False)
+        if k == len(cfg.modes) - 1:
+            r.profile(out)
+        else:
+            later.append(mode)
         del r
-        if device.type == "cuda":  # the mode's model, optimizer and graphs are garbage now:
-            gc.collect()  # free their reference cycles (autograd ctx, graph pools)
-            torch.cuda.empty_cache()  # and give the memory back before the next mode
+        _free(device)
         say(_done(mode, results[mode]))
+    if later:
+        say(f"[domino-prof] profiling: {cfg.profile_steps} steps per mode, each built and "
+            f"warmed up again ({', '.join(later)}; {cfg.modes[-1]} was profiled after its "
+            f"timed steps)")  # fmt: skip
+    for mode in later:
+        r = ModeRun(cfg, mode, device=device, comm_group=comm_group)
+        r.warm_up()
+        r.profile(out)
+        del r
+        _free(device)
     return results
+
+
+def _free(device) -> None:
+    """Give a freed mode's memory back before the next mode is built (CUDA)."""
+    if device.type == "cuda":  # the mode's model, optimizer and graphs are garbage now:
+        gc.collect()  # free their reference cycles (autograd ctx, graph pools)
+        torch.cuda.empty_cache()  # and give the memory back before the next mode
 
 
 def _versions(device) -> dict:
