@@ -127,3 +127,36 @@ def test_step_gradients_with_the_kernel_equal_aten(interpreted, monkeypatch, sch
     for n, p in model.named_parameters():
         scale = p.grad.abs().max().clamp_min(1e-12)
         assert float((grads_k[n] - p.grad).abs().max() / scale) <= 1e-6, n
+
+
+def test_self_check_passes_a_right_kernel_and_names_a_wrong_one(interpreted, monkeypatch):
+    """rope_kernel.self_check: None for the kernel as it is; a kernel that writes wrong
+    values, or one that raises (a compile error on some GPU's Triton), gets its reason,
+    and units.rope_kernel then falls back to aten with one warning line."""
+    cpu = torch.device("cpu")
+    assert interpreted.self_check(cpu) is None
+    real = interpreted.rotate
+
+    def wrong(a, b, cs, out):
+        real(a, b, cs, out)
+        out.mul_(1.5)
+
+    monkeypatch.setattr(interpreted, "rotate", wrong)
+    assert "differs from aten's" in interpreted.self_check(cpu)
+
+    def broken(*args):
+        raise RuntimeError("PTX assembly failed\nmore detail")
+
+    monkeypatch.setattr(interpreted, "rotate", broken)
+    assert interpreted.self_check(cpu) == "RuntimeError: PTX assembly failed"
+
+
+def test_a_kernel_that_cannot_serve_cuda_falls_back_to_aten(interpreted, monkeypatch, capsys):
+    """On CUDA the kernel is checked once before use (here the check fails: this box has
+    no CUDA device, or the patched reason): aten's rotation, and one warning saying why."""
+    monkeypatch.setattr(interpreted, "self_check", lambda device: "RuntimeError: no PTX")
+    units.set_rope("auto")
+    assert units.rope_kernel(torch.device("cuda")) == "aten"
+    err = capsys.readouterr().err
+    assert err.count("warning: the Triton rotary kernel cannot serve here") == 1
+    assert "RuntimeError: no PTX" in err

@@ -110,3 +110,35 @@ def rotate(a, b, cs, out) -> None:
             _launchers[key] = compiled[(B * S, 1, 1)]
         except (TypeError, AttributeError, KeyError):  # another Triton's launcher: JIT always
             pass
+
+
+def self_check(device) -> str | None:
+    """Compile and run the kernel once on ``device`` against aten's rotation (one source,
+    and two into a strided slot, on bf16 rows of D = 128): None where it agrees to within
+    one bf16 rounding, else why not (a compile error on this GPU's Triton, or a wrong
+    value). ``units.rope_kernel`` calls it before the first CUDA step, so a kernel that
+    cannot serve falls back to aten's with a warning instead of stopping the run."""
+    import torch
+
+    from domino_prof.reference_model.model import apply_rope, rope_tables
+
+    try:
+        S, D = 8, 128
+        freqs = rope_tables(D, S, 10000.0, device)
+        cs = torch.view_as_real(freqs).contiguous()
+        g = torch.Generator(device=device).manual_seed(0)
+        buf = torch.randn(2, S, 5, D, device=device, generator=g).bfloat16()
+        want = apply_rope(buf[:, :, :4], freqs)
+        one = torch.empty_like(want)
+        rotate(buf[:, :, :4], None, cs, one)
+        two = torch.zeros(S, 2, 5, D, device=device, dtype=buf.dtype).transpose(0, 1)
+        rotate(buf[:, :, :3], buf[:, :, 3:4], cs, two[:, :, :4])
+        tol = want.float().abs() * 2.0**-7 + 1e-6  # one bf16 rounding apart at most
+        for got in (one, two[:, :, :4]):
+            if not bool(((got.float() - want.float()).abs() <= tol).all()):
+                return "its rotation differs from aten's beyond one bf16 rounding"
+        if bool(two[:, :, 4:].abs().sum() != 0):
+            return "it wrote outside the heads it was given"
+    except Exception as e:  # noqa: BLE001 - any failure means: use aten's rotation
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -180,6 +181,11 @@ def rope_kernel(device: torch.device) -> str:
             from domino_prof.reference_model import rope_kernel as RK
 
             want = RK.available()
+            why = RK.self_check(device) if want and key == "cuda" else None
+            if why is not None:
+                print(f"warning: the Triton rotary kernel cannot serve here ({why}); "
+                      "using aten's rotation", file=sys.stderr, flush=True)  # fmt: skip
+                want = False
         _rope_ok[key] = want
     return "triton" if _rope_ok[key] else "aten"
 
