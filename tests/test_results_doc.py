@@ -76,7 +76,8 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-07b, H100) domino-sp keeps the forward's gathered inputs (--sp-wgrad-input)
     # (2026-12-07c, H100) the residual folded, the backward carve-out (--carveout-auto)
     # (2026-12-07d, H100) the step under inference mode, eager on a host of two speeds
-    assert n == 32
+    # (2026-12-07e, H100) the rotary embedding's Triton launch
+    assert n == 33
 
 
 def test_the_readme_fits_on_a_screen_or_two():
