@@ -9,7 +9,8 @@
 # gpu_verify --tp 2 --backend gloo --sp-keep (this checkout); the tp-1 bench_schedule runs
 # last unless SKIP_BENCH=1. Traces are dropped (eager traces are ~5 MB a run): what comes
 # back is session.log, bench.tar (bench, verify, /proc/stat samples) and runs.tar.gz (run.json, config.json).
-# _ab/ must travel: untracked, not ignored; delete it before committing.
+# _ab/ must travel: untracked, not ignored; delete it before committing. RUN_S: a row's limit
+# (150 s: since run profiles after timing every mode, each mode but the last is built twice).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 ROOT=$PWD
@@ -35,7 +36,7 @@ while IFS='|' read -r name tree pin flags envs; do
   dir=$ROOT; [ "$tree" = base ] && dir=$ROOT/_ab/base
   [ -d "$dir/domino_prof" ] || { echo "== skip $name: no $dir/domino_prof (see this script's header)"; continue; }
   echo "== run $name ($tree pin=$pin $flags${envs:+ env $envs}) at $(el) s"
-  (cd "$dir" && env PYTHONPATH=$dir $envs ${pin:+taskset -c $pin} timeout "${RUN_S:-100}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
+  (cd "$dir" && env PYTHONPATH=$dir $envs ${pin:+taskset -c $pin} timeout "${RUN_S:-150}" python3 -m domino_prof.commands.run --tp 8 --seq 4096 \
     --comm emulate --mode all --steps 16 --block-steps 4 --profile-steps 2 --no-analyze \
     --out "$W/runs/$name" $flags 2>&1 | grep -E "^│ |rror|peak" | head -14)
 done <<< "$ROWS"
