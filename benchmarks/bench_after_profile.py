@@ -27,34 +27,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _headline import add_shape_args, run_config  # noqa: E402
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", default="llama3-3b")
-    ap.add_argument("--layers", type=int, default=0)
-    ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=4096)
-    ap.add_argument("--mbs", type=int, default=2)
-    ap.add_argument("--comm", default="emulate")
+    add_shape_args(ap)
     ap.add_argument("--mode", default="domino-sp")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
 
     import torch
 
     from domino_prof.reference_model import units
-    from domino_prof.reference_model.config import RunConfig
     from domino_prof.reference_model.train import ModeRun, host_probe
 
     cuda = a.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
-                                 seq=a.seq, mbs=a.mbs, comm=a.comm, modes=(a.mode,),
-                                 profile_steps=2)  # fmt: skip
+    cfg = run_config(a, (a.mode,), profile_steps=2)
     units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)
     for _ in range(3):

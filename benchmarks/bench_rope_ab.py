@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _headline import add_shape_args, run_config  # noqa: E402
+
 
 def _ops(run, mode_run) -> int:
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -99,16 +101,10 @@ def _name(torch, device) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", default="llama3-3b")
-    ap.add_argument("--layers", type=int, default=0)
-    ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=4096)
-    ap.add_argument("--mbs", type=int, default=2)
-    ap.add_argument("--comm", default="emulate")
+    add_shape_args(ap)  # --device cpu: a dry run under TRITON_INTERPRET=1
     ap.add_argument("--modes", default="domino,domino-sp")
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--json", default="")
-    ap.add_argument("--device", default="cuda", help="cpu: a dry run (TRITON_INTERPRET=1)")
     ap.add_argument(
         "--kernel-shapes",
         default="2x1024x32,1x1024x32,1x4096x4,2x4096x4",
@@ -119,7 +115,6 @@ def main(argv=None) -> int:
     import torch
 
     from domino_prof.reference_model import units
-    from domino_prof.reference_model.config import RunConfig
     from domino_prof.reference_model.train import ModeRun, host_probe
 
     cuda = a.device == "cuda"
@@ -131,9 +126,7 @@ def main(argv=None) -> int:
         if cuda:
             torch.cuda.synchronize()
 
-    cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
-                                 seq=a.seq, mbs=a.mbs, comm=a.comm,
-                                 modes=tuple(a.modes.split(",")))  # fmt: skip
+    cfg = run_config(a, tuple(a.modes.split(",")))
     units.set_attention(cfg.attention)
     units.attention_kernel(device, torch.bfloat16)
     units.set_rope("triton")
