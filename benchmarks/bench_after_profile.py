@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     import torch
 
     from domino_prof.reference_model import units
-    from domino_prof.reference_model.train import ModeRun, host_probe
+    from domino_prof.reference_model.train import ModeRun
 
     cuda = a.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
@@ -53,21 +53,9 @@ def main(argv=None) -> int:
     for _ in range(3):
         mr.one_step()
 
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
-
-    def timed(n: int) -> dict:
-        wall, issue, probe = [], [], []
-        for _ in range(n):
-            sync()
-            t0 = time.perf_counter()
-            iss, _ = mr.one_step()
-            sync()
-            wall.append((time.perf_counter() - t0) * 1e3)
-            issue.append(iss)
-            probe.append(host_probe())
-        return {"wall": wall, "issue": issue, "probe": probe}
+    def timed(n: int) -> dict:  # run's own timed block: synchronised steps, a probe after each
+        mr.timed_block(n)
+        return {"wall": mr.blocks[-1], "issue": mr.issue_blocks[-1], "probe": mr.probe_blocks[-1]}
 
     phases = {"before": timed(a.steps)}
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -115,16 +114,12 @@ def main(argv=None) -> int:
     import torch
 
     from domino_prof.reference_model import units
-    from domino_prof.reference_model.train import ModeRun, host_probe
+    from domino_prof.reference_model.train import ModeRun
 
     cuda = a.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize()
 
     cfg = run_config(a, tuple(a.modes.split(",")))
     units.set_attention(cfg.attention)
@@ -148,21 +143,17 @@ def main(argv=None) -> int:
             units.set_rope(kind)
             for _ in range(2):
                 mr.one_step()
-        sync()
         res = {k: {"wall": [], "issue": [], "cpu": [], "probe": []} for k in kinds}
         for i in range(a.pairs):
             order = kinds if i % 2 == 0 else kinds[::-1]
             for kind in order:
                 units.set_rope(kind)
-                sync()
-                t0 = time.perf_counter()
-                issue, cpu = mr.one_step()
-                sync()
+                mr.timed_block(1)  # run's own timed step: synchronised, a probe after it
                 r = res[kind]
-                r["wall"].append((time.perf_counter() - t0) * 1e3)
-                r["issue"].append(issue)
-                r["cpu"].append(cpu)
-                r["probe"].append(host_probe())
+                r["wall"].append(mr.blocks[-1][0])
+                r["issue"].append(mr.issue_blocks[-1][0])
+                r["cpu"].append(mr.issue_cpu_blocks[-1][0])
+                r["probe"].append(mr.probe_blocks[-1][0])
         ops = {}
         for kind in kinds:
             units.set_rope(kind)
