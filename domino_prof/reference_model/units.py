@@ -190,8 +190,15 @@ def rope_kernel(device: torch.device) -> str:
     return "triton" if _rope_ok[key] else "aten"
 
 
-def _triton_rope(x: torch.Tensor) -> bool:
-    return not torch.compiler.is_compiling() and rope_kernel(x.device) == "triton"
+def _triton_rope(x: torch.Tensor):
+    """rope_kernel.py's module where the kernel rotates ``x`` (eager or graphed, on a
+    device where :func:`rope_kernel` says triton), else None: the one place the forward
+    and the backward import it from (lazily: Triton only where it serves)."""
+    if torch.compiler.is_compiling() or rope_kernel(x.device) != "triton":
+        return None
+    from domino_prof.reference_model import rope_kernel as RK
+
+    return RK
 
 
 def rope_rotate(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
@@ -200,9 +207,7 @@ def rope_rotate(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
     sine negated). Eager on CUDA: rope_kernel.py's one launch (:func:`set_rope`); else the
     complex multiply (3 kernels); compiled: the same in real arithmetic, which inductor
     fuses into one kernel (it generates no complex code)."""
-    if _triton_rope(x):
-        from domino_prof.reference_model import rope_kernel as RK
-
+    if (RK := _triton_rope(x)) is not None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         RK.rotate(x, None, cs, out)
         return out
@@ -398,9 +403,7 @@ def attn_dgrad(da, saved, wqkv, wo, rope_conj, b: int, dims: Dims, dqkv_out=None
     do2 = _mm(da, wo)  # [T, Hl·D]
     do = _tokens_to_bshd(do2, b, S, dims).transpose(1, 2)  # [b, Hl, S, D]
     dq, dk, dv = sdpa_bwd(do, q, k, v, o, ctx)
-    if _triton_rope(dq):  # dq, dk rotated straight into their slot's rows, dv copied
-        from domino_prof.reference_model import rope_kernel as RK
-
+    if (RK := _triton_rope(dq)) is not None:  # dq, dk rotated into their slot, dv copied
         Hl, Kl = dims.heads, dims.kv_heads
         dqkv = dqkv_out
         if dqkv is None:
