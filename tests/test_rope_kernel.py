@@ -77,6 +77,8 @@ def test_rotation_equals_aten(interpreted):
     interpreted.rotate(a, b, cs, slot[:, :, :4])
     assert torch.equal(slot[:, :, :4], units.rope_rotate(torch.cat([a, b], 2), cs))
     assert torch.equal(slot[:, :, 4:], torch.full((2, S, 2, D), 7.0))
+    with pytest.raises(ValueError, match="last stride 1"):  # a row of D must be contiguous
+        interpreted.rotate(buf.transpose(2, 3)[:, :, :, :5], None, cs, got)
 
 
 def test_rotation_rounds_once_in_bf16(interpreted):

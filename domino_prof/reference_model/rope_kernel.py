@@ -89,6 +89,8 @@ def rotate(a, b, cs, out) -> None:
     B, S, na, D = a.shape
     nb = 0 if b is None else b.shape[2]
     bb = a if b is None else b
+    if a.stride(3) != 1 or bb.stride(3) != 1 or out.stride(3) != 1:  # the kernel adds d
+        raise ValueError("rope_kernel.rotate needs rows of D with unit stride (last stride 1)")
     ints = (S, na, nb, a.stride(0), a.stride(1), a.stride(2),
             bb.stride(0), bb.stride(1), bb.stride(2),
             out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
