@@ -20,7 +20,8 @@ from domino_prof.reference_model import units
 @pytest.fixture
 def rope_reset():
     yield
-    units.set_rope("auto")
+    units._rope = None  # back to DOMINO_PROF_ROPE's reading (config.rope_env)
+    units._rope_ok.clear()
 
 
 def test_rope_setting(rope_reset):
@@ -33,6 +34,22 @@ def test_rope_setting(rope_reset):
     assert units.rope_kernel(cpu) == "aten"
     with pytest.raises(ValueError, match="auto.*aten.*triton"):
         units.set_rope("fused")
+
+
+def test_rope_environment_knob(monkeypatch, rope_reset):
+    """DOMINO_PROF_ROPE is read until set_rope is called; a bad value is one line at
+    validation (config._env_choice, as the other knobs), not a rank's traceback."""
+    from domino_prof.errors import ConfigError
+    from domino_prof.reference_model.config import RunConfig, tiny
+
+    units._rope = None
+    units._rope_ok.clear()
+    monkeypatch.setenv("DOMINO_PROF_ROPE", "aten")
+    assert units.rope_kernel(torch.device("cuda")) == "aten"  # no kernel, no check made
+    monkeypatch.setenv("DOMINO_PROF_ROPE", "fused")
+    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_ROPE='fused': give auto or aten or "
+                                          r"triton$"):  # fmt: skip
+        RunConfig(model=tiny()).validate()
 
 
 @pytest.fixture

@@ -335,6 +335,16 @@ def comm_tensors() -> str:
     return _env_choice("DOMINO_PROF_EMULATE_TENSORS", COMM_TENSORS)
 
 
+ROPE_KERNELS = ("auto", "aten", "triton")  # the first is the default
+
+
+def rope_env() -> str:
+    """The rotary embedding's kernel, from ``DOMINO_PROF_ROPE`` (units.set_rope says what
+    each does): ``auto`` (the default: the Triton launch on CUDA), ``aten`` (the A/B
+    reference) or ``triton``. A bad value is a ConfigError (one line)."""
+    return _env_choice("DOMINO_PROF_ROPE", ROPE_KERNELS)
+
+
 SIDE_PRIORITIES = ("normal", "high")  # the first is the default
 
 
@@ -741,6 +751,7 @@ class RunConfig:
         m = self.model
         if self.device == "cuda":
             side_priority()  # its environment knob: a bad value is one line here
+        rope_env()  # the same for the rotary kernel's knob
         if self.tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {self.tp}")
         for what, n in (

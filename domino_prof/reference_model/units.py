@@ -30,13 +30,12 @@ logits' statistics), the docstring says so and the schedule reduces it.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 
 import torch
 
-from domino_prof.reference_model.config import ATTENTION_KERNELS
+from domino_prof.reference_model.config import ATTENTION_KERNELS, ROPE_KERNELS, rope_env
 from domino_prof.reference_model.model import apply_rope
 
 
@@ -154,17 +153,17 @@ def rope_table(freqs: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(freqs).contiguous()
 
 
-ROPE_KERNELS = ("auto", "aten", "triton")
-_rope = os.environ.get("DOMINO_PROF_ROPE", "auto")  # set_rope(); process-wide
+_rope: str | None = None  # set_rope(); None: DOMINO_PROF_ROPE (config.rope_env); process-wide
 _rope_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
 
 
 def set_rope(kind: str) -> None:
-    """Which rotation the schedules' eager and graphed steps use: ``auto`` (the default;
-    the environment's DOMINO_PROF_ROPE sets the start value): the Triton kernel
-    (rope_kernel.py, one launch) on CUDA where Triton imports, else aten's complex
-    multiply; ``aten``: aten's everywhere (the A/B reference); ``triton``: the kernel on
-    any device (CPU only under TRITON_INTERPRET=1: the tests)."""
+    """Which rotation the schedules' eager and graphed steps use, over the environment's
+    DOMINO_PROF_ROPE (config.rope_env, read until this is called): ``auto`` (the
+    default): the Triton kernel (rope_kernel.py, one launch) on CUDA where Triton
+    imports, else aten's complex multiply; ``aten``: aten's everywhere (the A/B
+    reference); ``triton``: the kernel on any device (CPU only under TRITON_INTERPRET=1:
+    the tests)."""
     if kind not in ROPE_KERNELS:
         raise ValueError(f"rope kernel must be one of {ROPE_KERNELS}, got {kind!r}")
     global _rope
@@ -176,7 +175,8 @@ def rope_kernel(device: torch.device) -> str:
     """``triton`` or ``aten``: the rotation eager steps on ``device`` use (run.json ``rope``)."""
     key = device.type
     if key not in _rope_ok:
-        want = _rope == "triton" or (_rope == "auto" and key == "cuda")
+        kind = _rope if _rope is not None else rope_env()
+        want = kind == "triton" or (kind == "auto" and key == "cuda")
         if want:
             from domino_prof.reference_model import rope_kernel as RK
 
