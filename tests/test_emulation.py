@@ -321,6 +321,25 @@ def test_llama3_70b_preset():
 
 
 # --------------------------------------------------------------------------- the kernels
+def _interpreter_index_shim(monkeypatch) -> None:
+    """Triton's interpreter (3.6 at least) holds a scalar as a one-element 1-D array and
+    indexes it with ``int(array)``, which NumPy 2.4 refuses ("only 0-dimensional arrays
+    can be converted"): every ``range`` over a program id then fails under the
+    interpreter, while the compiled kernel is fine. Index such a scalar by its one
+    element instead, for this test only (the interpreter restores the attribute after
+    each launch)."""
+    interp = importlib.import_module("triton.runtime.interpreter")
+    patch = getattr(interp, "_patch_lang_tensor", None)
+    if patch is None:  # another Triton's interpreter: nothing to mend
+        return
+
+    def patched(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    monkeypatch.setattr(interp, "_patch_lang_tensor", patched)
+
+
 def test_emulated_kernels_under_the_triton_interpreter(monkeypatch):
     """Output values and shapes of the three kernels (copies only: the interpreter has
     no %globaltimer). Skipped where Triton is not installed (CI)."""
@@ -329,6 +348,7 @@ def test_emulated_kernels_under_the_triton_interpreter(monkeypatch):
     import sys
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    _interpreter_index_shim(monkeypatch)
     sys.modules.pop("domino_prof.reference_model._emulate_kernels", None)
     emulate = importlib.import_module("domino_prof.reference_model.emulate")
     try:
