@@ -265,8 +265,16 @@ def _analyze_modes(out: Path, run: dict) -> tuple[dict[str, Any], dict[str, str]
     try:
         from domino_prof.analysis import AnalysisConfig
         from domino_prof.analysis.document import encode
-    except ImportError as e:  # the trace engine is optional for a bare run
-        run["notes"].append(f"traces not analysed: {e}")
+        from domino_prof.trace import decode  # noqa: F401 - the decoder: msgspec
+    except ImportError as e:  # the trace engine is optional where the model trains
+        # a GPU machine's image may lack msgspec: without this import here the first
+        # mode's analysis raised it, a traceback after every mode had trained, and
+        # run.json stayed "incomplete" (one H100, 2026-12-07: `run` without --no-analyze)
+        run["notes"].append(
+            f"traces not analysed: {e} (the trace engine's dependency); install domino-prof "
+            f"here, or copy {out} to a machine that has it and run `domino-prof run "
+            f"--reanalyze {out}`"
+        )
         return {}, {}
 
     analyses, failed = {}, {}

@@ -28,7 +28,7 @@ def _env(tmp: Path) -> dict:
     for name in ABSENT:
         (block / name).mkdir(parents=True, exist_ok=True)
         (block / name / "__init__.py").write_text(
-            f"raise ModuleNotFoundError('No module named {name!r} (absent on the device image)')\n"
+            f"raise ModuleNotFoundError({f'No module named {name!r} (absent on the device image)'!r})\n"
         )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(block), str(ROOT), env.get("PYTHONPATH", "")])
@@ -82,3 +82,26 @@ def test_tune_reads_a_candidate_without_the_decoder(device_run):
     run = json.loads((out / "run.json").read_text())
     assert got["domino_step_ms"] == run["modes"]["domino-sp"]["step_ms"]
     assert got["limits"] is None  # not analysed: no decomposition, and none invented
+
+
+def test_analysis_without_the_decoder_is_a_note_not_a_traceback(device_run, tmp_path):
+    """`run` analyses by default; where msgspec is absent that step must leave a complete
+    run.json and one note with the way on (2026-12-07, one H100: `run --analyze` raised
+    ModuleNotFoundError after every mode had trained and left run.json incomplete).
+    `run --reanalyze` takes the same path (runs._analyse_and_write) without training."""
+    import shutil
+
+    p, out, env = device_run
+    assert p.returncode == 0
+    d = tmp_path / "copy"
+    shutil.copytree(out, d)
+    cmd = [sys.executable, "-m", "domino_prof.commands.run", "--reanalyze", str(d)]
+    q = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert q.returncode == 0, q.stdout[-2000:] + q.stderr[-2000:]
+    assert "Traceback" not in q.stderr and "Traceback" not in q.stdout
+    run = json.loads((d / "run.json").read_text())
+    assert run["status"] == "complete"
+    notes = [n for n in run["notes"] if n.startswith("traces not analysed")]
+    assert len(notes) == 1 and "msgspec" in notes[0] and f"--reanalyze {d}" in notes[0]
+    assert all(r.get("analysis") is None for r in run["modes"].values())
+    assert not any((d / r["trace_dir"] / "analysis.json").exists() for r in run["modes"].values())
