@@ -138,7 +138,8 @@ def measure(step, dev, *, warmup: int, steps: int, held=lambda: 0.0) -> dict:
     return out
 
 
-def bench_plain(cfg, inp, tgt, *, splits: int, dev, dtype, warmup, steps) -> dict:
+def plain_step(cfg, inp, tgt, *, splits: int, dev, dtype):
+    """The unsharded model's step (autograd, ``splits`` micro-batches accumulated)."""
     ref = build_reference(cfg, seed=1, device=dev, dtype=dtype)
     chunks = list(zip(inp.chunk(splits, 0), tgt.chunk(splits, 0)))
 
@@ -151,8 +152,13 @@ def bench_plain(cfg, inp, tgt, *, splits: int, dev, dtype, warmup, steps) -> dic
                 for i, t in chunks:
                     (ref.loss(i, t) / splits).backward()
 
+    return step
+
+
+def bench_plain(cfg, inp, tgt, *, splits: int, dev, dtype, warmup, steps) -> dict:
+    step = plain_step(cfg, inp, tgt, splits=splits, dev=dev, dtype=dtype)
     r = measure(step, dev, warmup=warmup, steps=steps)
-    ref = None  # free it (the closure holds the cell)
+    step = None  # free the model (the closure holds it)
     _free(dev)
     return r
 
@@ -193,12 +199,11 @@ def profile_step(step, dev, path: Path) -> dict:
     }
 
 
-def bench_schedule(
-    cfg, inp, tgt, name, *, splits, graphs, compile, dev, dtype, warmup, steps, profile_dir=None
-):
+def schedule_runner(cfg, name, *, splits, graphs, compile, dev, dtype) -> StepRunner:
+    """``name``'s StepRunner at tp 1 with this benchmark's settings (the module globals)."""
     comm = ProcessGroupComm()
     model = shard_model(cfg, comm, seed=1, device=dev, dtype=dtype)
-    runner = StepRunner(
+    return StepRunner(
         model,
         comm,
         schedule=name,
@@ -210,6 +215,14 @@ def bench_schedule(
         wgrad_in=WGRAD_IN,
         mb_streams=MB_STREAMS if name == "domino" and splits == 2 else 1,
     )
+
+
+def bench_schedule(
+    cfg, inp, tgt, name, *, splits, graphs, compile, dev, dtype, warmup, steps, profile_dir=None
+):
+    runner = schedule_runner(cfg, name, splits=splits, graphs=graphs, compile=compile,
+                             dev=dev, dtype=dtype)  # fmt: skip
+    model = runner.model
     t0 = time.perf_counter()
     runner.step(inp, tgt)  # capture / compile / warm up outside the timing
     first_s = time.perf_counter() - t0
@@ -232,6 +245,64 @@ def bench_schedule(
     runner = model = None  # free them (the closures hold the cells)
     _free(dev)
     return r
+
+
+# the ratios issue 34 gates on at tp 1, each timed ABAB in one process: (name, A, B), a row
+# being (schedule, graphs); "plain" is the unsharded model's autograd step
+ABAB_PAIRS = (
+    ("tp_eager/plain", ("plain", False), ("tp", False)),
+    ("domino_graphs/tp_graphs", ("tp", True), ("domino", True)),
+)
+
+
+def abab(cfg, inp, tgt, *, pairs: int, block: int, splits, dev, dtype, warmup) -> dict:
+    """Each of ABAB_PAIRS timed side by side: both steps built and warmed up, then
+    ``pairs`` times a block of ``block`` synchronised steps of A and one of B (B first in
+    odd pairs, so neither always runs second); a pair's ratio is B's median step over
+    A's. The GPU's and the host's drifts over a call (one H100, 2026-12-07: tp graphs
+    77.4 and 83.2 ms in two runs of this benchmark a minute apart) then hit both sides of
+    a pair, where rows run one after the other carry them into the ratio. Returns
+    {name: {a_ms, b_ms (medians of the blocks' medians), ratio min / median / max,
+    ratios}}."""
+    out = {}
+    for name, (sa, ga), (sb, gb) in ABAB_PAIRS:
+        steps = {}
+        for key, (sched, graphs) in (("a", (sa, ga)), ("b", (sb, gb))):
+            if sched == "plain":
+                steps[key] = plain_step(cfg, inp, tgt, splits=1, dev=dev, dtype=dtype)
+            else:
+                g = graphs and dev.type == "cuda"  # CPU: a dry run, eager only
+                r = schedule_runner(cfg, sched, splits=splits, graphs=g, compile=False,
+                                    dev=dev, dtype=dtype)  # fmt: skip
+                steps[key] = lambda r=r: r.step(inp, tgt)
+            for _ in range(warmup + 1):  # + 1: the capture step
+                steps[key]()
+        blocks = {"a": [], "b": []}
+        for i in range(pairs):
+            for key in ("ab" if i % 2 == 0 else "ba"):
+                m = measure(steps[key], dev, warmup=1, steps=block)
+                blocks[key].append(m["wall_ms"])
+        ratios_ = [b / a for a, b in zip(blocks["a"], blocks["b"])]
+        cuda = dev.type == "cuda"
+        out[name] = {
+            "a": f"{sa} {'graphs' if ga and cuda else 'eager'}",
+            "b": f"{sb} {'graphs' if gb and cuda else 'eager'}",
+            "a_ms": statistics.median(blocks["a"]),
+            "b_ms": statistics.median(blocks["b"]),
+            "ratio_min": min(ratios_),
+            "ratio_median": statistics.median(ratios_),
+            "ratio_max": max(ratios_),
+            "ratios": ratios_,
+            "a_blocks_ms": blocks["a"],
+            "b_blocks_ms": blocks["b"],
+        }
+        steps = None  # free both models before the next pair
+        _free(dev)
+        o = out[name]
+        print(f"  {name:28s} {o['a_ms']:8.2f} -> {o['b_ms']:8.2f} ms   pair ratio "
+              f"{o['ratio_min']:.3f} / {o['ratio_median']:.3f} / {o['ratio_max']:.3f}"
+              f"  ({pairs} ABAB pairs of {block} steps)", flush=True)  # fmt: skip
+    return out
 
 
 def ratios(rows: list[dict]) -> dict:
@@ -343,6 +414,10 @@ def main(argv=None) -> int:
     ap.add_argument("--wgrad-in", default="joint", choices=WGRAD_INS,
                     help="how domino's column-parallel weight gradients read their input "
                     "(StepRunner.wgrad_in; tp runs one micro-batch, either is the same)")
+    ap.add_argument("--abab", type=int, default=0, metavar="PAIRS",
+                    help="instead of the rows: time each ratio issue 34 gates on (tp eager / "
+                    "plain, domino graphs / tp graphs) in PAIRS ABAB pairs (abab())")
+    ap.add_argument("--abab-block", type=int, default=3, help="steps in one side of a pair")
     ap.add_argument("--mb-streams", type=int, default=1, choices=(1, 2),
                     help="domino's micro-batches on one stream (1) or a stream each (2; "
                     "StepRunner.mb_streams; eager and --graph-scope step)")
@@ -421,6 +496,19 @@ def main(argv=None) -> int:
             tmp.write_text(json.dumps(doc, indent=1))
             os.replace(tmp, a.out)
 
+    if a.abab:
+        print(f"{name}, tp 1, seq {seq}, mbs {a.mbs}, {config['device']}: ABAB, medians "
+              f"A -> B, pair ratio B / A min / median / max"
+              f"{'' if cuda else ' (CPU: a dry run, graphs rows eager)'}")  # fmt: skip
+        res = abab(cfg, inp, tgt, pairs=a.abab, block=a.abab_block, splits=a.splits,
+                   dev=dev, dtype=dtype, warmup=a.warmup)  # fmt: skip
+        if a.out:
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = a.out.with_name(f".{a.out.name}.partial")
+            tmp.write_text(json.dumps({"config": config, "abab": res}, indent=1))
+            os.replace(tmp, a.out)
+            print(f"wrote {a.out}")
+        return 0
     plain = {"plain": 1, "plain-mb": a.splits}
     order = (
         a.rows.split(",")
