@@ -22,3 +22,42 @@ def run_config(a, modes: tuple[str, ...], **fields):
     return RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
                                   seq=a.seq, mbs=a.mbs, comm=a.comm, modes=modes,
                                   **fields)  # fmt: skip
+
+
+def abab(mr, sides: dict, pairs: int) -> dict:
+    """One runner's eager steps under two settings, alternating step by step (A B, then B
+    A, ...), so the host's speed, which on the lent GPU hosts changes about 2x within a
+    run (reports/emulated-h100-2026-12-07d), is the same for the two halves of a pair.
+    ``sides``: {name: a callable that puts the setting in force}, two of them; each
+    half is run's own timed step (``ModeRun.timed_block(1)``: synchronised, a host probe
+    after it). Returns {name: {wall, issue, cpu, probe: [ms per pair]}}."""
+    kinds = tuple(sides)
+    res = {k: {"wall": [], "issue": [], "cpu": [], "probe": []} for k in kinds}
+    for i in range(pairs):
+        for kind in kinds if i % 2 == 0 else kinds[::-1]:
+            sides[kind]()
+            mr.timed_block(1)
+            r = res[kind]
+            r["wall"].append(mr.blocks[-1][0])
+            r["issue"].append(mr.issue_blocks[-1][0])
+            r["cpu"].append(mr.issue_cpu_blocks[-1][0])
+            r["probe"].append(mr.probe_blocks[-1][0])
+    return res
+
+
+def ratio_rows(res: dict, a: str, b: str) -> dict:
+    """Print and return, per measure, the medians of sides ``a`` and ``b`` and the pair
+    ratios b / a (min / median / max), as bench_rope_ab.py's JSON has them."""
+    import statistics
+
+    print(f"{'':8s} {a + ' med':>10s} {b + ' med':>10s}   ratio min / median / max")
+    row = {}
+    for what in ("wall", "issue", "cpu", "probe"):
+        ra, rb = res[a][what], res[b][what]
+        ratios = [y / x for y, x in zip(rb, ra)]
+        row[what] = {f"{a}_ms": statistics.median(ra), f"{b}_ms": statistics.median(rb),
+                     "ratio_min": min(ratios), "ratio_median": statistics.median(ratios),
+                     "ratio_max": max(ratios), f"{a}_all": ra, f"{b}_all": rb}  # fmt: skip
+        print(f"{what:8s} {statistics.median(ra):10.2f} {statistics.median(rb):10.2f}   "
+              f"{min(ratios):.3f} / {statistics.median(ratios):.3f} / {max(ratios):.3f}")
+    return row

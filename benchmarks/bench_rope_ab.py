@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import add_shape_args, run_config  # noqa: E402
+from _headline import abab, add_shape_args, ratio_rows, run_config  # noqa: E402
 
 
 def _ops(run, mode_run) -> int:
@@ -143,17 +142,7 @@ def main(argv=None) -> int:
             units.set_rope(kind)
             for _ in range(2):
                 mr.one_step()
-        res = {k: {"wall": [], "issue": [], "cpu": [], "probe": []} for k in kinds}
-        for i in range(a.pairs):
-            order = kinds if i % 2 == 0 else kinds[::-1]
-            for kind in order:
-                units.set_rope(kind)
-                mr.timed_block(1)  # run's own timed step: synchronised, a probe after it
-                r = res[kind]
-                r["wall"].append(mr.blocks[-1][0])
-                r["issue"].append(mr.issue_blocks[-1][0])
-                r["cpu"].append(mr.issue_cpu_blocks[-1][0])
-                r["probe"].append(mr.probe_blocks[-1][0])
+        res = abab(mr, {k: lambda k=k: units.set_rope(k) for k in kinds}, a.pairs)
         ops = {}
         for kind in kinds:
             units.set_rope(kind)
@@ -165,17 +154,7 @@ def main(argv=None) -> int:
             f"\n{mode}: aten ops per step {ops['aten']} -> {ops['triton']}; rotation "
             f"check max {check['max_ulps']:.2f} bf16 ulp, {check['equal_frac']:.4f} equal"
         )
-        print(f"{'':8s} {'aten med':>9s} {'triton med':>10s}   ratio min / median / max")
-        for what in ("wall", "issue", "cpu", "probe"):
-            ra, rt = res["aten"][what], res["triton"][what]
-            ratios = [t / b for t, b in zip(rt, ra)]
-            row[what] = {"aten_ms": statistics.median(ra), "triton_ms": statistics.median(rt),
-                         "ratio_min": min(ratios), "ratio_median": statistics.median(ratios),
-                         "ratio_max": max(ratios), "aten_all": ra, "triton_all": rt}  # fmt: skip
-            print(
-                f"{what:8s} {statistics.median(ra):9.2f} {statistics.median(rt):10.2f}   "
-                f"{min(ratios):.3f} / {statistics.median(ratios):.3f} / {max(ratios):.3f}"
-            )
+        row.update(ratio_rows(res, "aten", "triton"))
         report["modes"][mode] = row
         del mr
         if cuda:
