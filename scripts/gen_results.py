@@ -120,7 +120,10 @@ def _side_env(doc: dict) -> list[str]:
 
 def _auto_carveout_applies(cfg: dict) -> bool:
     """Whether --carveout-auto (carveout.auto_carveout) acts on a run.json's config: a
-    micro-batched SP mode over emulated SM collectives on CUDA, no --sm-carveout."""
+    micro-batched SP mode over emulated SM collectives on CUDA, no --sm-carveout. Eager
+    runs too, although auto_carveout gives them none since 2026-12-07 (f): the rows before
+    then rendered `--no-carveout-auto` where it was off, and that command still runs as
+    they did (eager: no carveout either way)."""
     specs = [_modes.get(m).spec for m in cfg.get("modes", ())
              if m in _modes.names() and _modes.get(m).comm != "skip"]  # fmt: skip
     return (cfg.get("device") == "cuda" and cfg.get("comm") == "emulate"

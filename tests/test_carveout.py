@@ -159,7 +159,7 @@ class _Stand:
 def test_auto_carveout_is_domino_sp_s_backward_beside_an_sm_stand_in_only():
     from domino_prof.reference_model import modes
 
-    on = SimpleNamespace(carveout_auto=True)
+    on = SimpleNamespace(carveout_auto=True, cuda_graphs=True)
     dsp, rec = modes.SCHEDULES["domino-sp"], Recorder()
     stand = _Stand(24)
     c = auto_carveout(on, dsp, stand, torch.bfloat16, blas=rec)
@@ -169,7 +169,10 @@ def test_auto_carveout_is_domino_sp_s_backward_beside_an_sm_stand_in_only():
         assert auto_carveout(on, modes.SCHEDULES[sched], _Stand(24), None, blas=rec) is None
     assert auto_carveout(on, dsp, _Stand(None), None, blas=rec) is None  # copy engines
     assert auto_carveout(on, dsp, object(), None, blas=rec) is None  # real or skipped comm
-    assert auto_carveout(SimpleNamespace(carveout_auto=False), dsp, stand, None, blas=rec) is None
+    off = SimpleNamespace(carveout_auto=False, cuda_graphs=True)
+    assert auto_carveout(off, dsp, stand, None, blas=rec) is None
+    eager = SimpleNamespace(carveout_auto=True, cuda_graphs=False)  # eager: host time, none
+    assert auto_carveout(eager, dsp, stand, None, blas=rec) is None
     assert rec.calls == []  # deciding sets nothing
 
 
@@ -180,7 +183,8 @@ def test_carveout_of_prefers_sm_carveout_and_is_cuda_only():
     explicit = SimpleNamespace(sm_carveout=12, carveout_scope="fwd", carveout_auto=True)
     c = carveout_of(explicit, torch.device("cuda"), spec=dsp, comm=_Stand(24))
     assert (c.sms, c.scope, c.auto) == (12, "fwd", False)
-    auto = SimpleNamespace(sm_carveout=None, carveout_scope="overlap", carveout_auto=True)
+    auto = SimpleNamespace(sm_carveout=None, carveout_scope="overlap", carveout_auto=True,
+                           cuda_graphs=True)  # fmt: skip
     assert carveout_of(auto, torch.device("cpu"), spec=dsp, comm=_Stand(24)) is None
     assert carveout_of(auto, torch.device("cuda"), spec=modes.SCHEDULES["domino"],
                        comm=_Stand(24)) is None  # fmt: skip

@@ -461,5 +461,8 @@ def test_carveout_auto_is_a_domino_sp_candidate_knob_not_tps():
     assert [p["cfg"].carveout_auto for p in plan] == [True, False, True]
     with pytest.raises(T.ConfigError, match="^carveout_auto acts on domino-sp only "):
         T._plan(cands[1:], base, "cuda", RunConfig)
+    eager = candidates(parse_grid(["carveout_auto=on,off", "cuda_graphs=off"]))
+    with pytest.raises(T.ConfigError, match="^carveout_auto acts with CUDA graphs only "):
+        T._plan(eager, base, "cuda", RunConfig, schedule="domino-sp")
     with pytest.raises(T.ConfigError, match="--grid carveout_auto: 'x' is not on or off"):
         parse_grid(["carveout_auto=x"])

@@ -16,7 +16,7 @@ and, with graphs, one graph per step, else the candidate is skipped), ``sp_wgrad
 outputs or gather them again; ``--schedule domino-sp`` only, else the candidate is
 skipped), ``carveout_auto`` (``on`` or ``off``: ``--carveout-auto``, domino-sp's backward
 carveout beside the SM stand-in; measured to help llama3-3b and cost llama3-8b at the
-headline, so it is worth a sweep per model; ``--schedule domino-sp`` only),
+headline, so it is worth a sweep per model; ``--schedule domino-sp`` with CUDA graphs only),
 ``cuda_graphs`` (``off``/``on``) and ``mbs`` (sequences per step: a
 workload knob, measured on one H200 to be the one that moved domino / nocomm, 0.726 at
 mbs 2 to 0.803 at mbs 8 on the emulated headline). Each candidate is one `run` (the same
@@ -462,7 +462,7 @@ def register(app: typer.Typer) -> None:
             "such as 3:1, summing to --mbs), comm_ctas (default or N), sm_carveout "
             "(default or N), cuda_graphs (off, on), mbs (N: sequences per step; each "
             "candidate meets tp at its own mbs), comm_engine (default, sm, ce; ce: "
-            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2), sp_wgrad_input (default, keep, regather; --schedule domino-sp), carveout_auto (default, on, off; --schedule domino-sp). A key not given keeps run's default.")),  # fmt: skip
+            "--comm emulate only), wgrad_in (default, joint, accumulate), mb_streams (default, 1, 2), sp_wgrad_input (default, keep, regather; --schedule domino-sp), carveout_auto (default, on, off; --schedule domino-sp, cuda_graphs=on). A key not given keeps run's default.")),  # fmt: skip
         schedule: str = typer.Option("domino", "--schedule", help=(
             "The schedule tuned: domino (all-reduce TP) or domino-sp (over sequence "
             "parallelism); each candidate runs it and nocomm.")),  # fmt: skip
@@ -577,6 +577,9 @@ def _plan(cands: list[Settings], base: dict, device: str, RunConfig,
         if s.carveout_auto is not None and not _modes.get(schedule).sequence_parallel:
             cfg, why = None, ("carveout_auto acts on domino-sp only (carveout.auto_carveout): "
                               "tune it with --schedule domino-sp")  # fmt: skip
+        elif s.carveout_auto is not None and not s.cuda_graphs:  # eager: the same as off
+            cfg, why = None, ("carveout_auto acts with CUDA graphs only (carveout."
+                              "auto_carveout): tune it with cuda_graphs=on")  # fmt: skip
         plan.append({"name": f"c{i:02d}-{s.slug()}", "settings": s, "cfg": cfg, "error": why,
                      "tp": False})  # fmt: skip
         errors[s] = why

@@ -154,8 +154,18 @@ def auto_carveout(cfg, spec, comm, dtype, blas=None) -> Carveout | None:
     ``tune --grid carveout_auto=on,off`` weighs it for a model. Not for real collectives:
     NCCL picks its channels per call, and no multi-GPU machine has measured a carveout
     (kinds with 2+ GPUs withheld); not for copy engines (no CTA held while data moves) nor
-    for a mode that skips its collectives (nothing beside the GEMMs)."""
+    for a mode that skips its collectives (nothing beside the GEMMs).
+
+    And with CUDA graphs only (``cfg.cuda_graphs``): an eager step issues every GEMM's host
+    path each step, and the carveout's cuBLASLt path and its switches at segment edges
+    cost an eager domino-sp more host time than its GEMMs gain. One H100, headline,
+    eager, the same runner with and without it alternating step by step
+    (benchmarks/bench_carveout_eager.py, 14 pairs, reports/emulated-h100-2026-12-07f):
+    wall 81.14 -> 79.84 ms without (pair ratio 0.959 / 0.987 / 1.021), host issue
+    75.88 -> 72.66 (0.969); eager domino-sp is host-bound there."""
     if not getattr(cfg, "carveout_auto", False) or spec is None:
+        return None
+    if not getattr(cfg, "cuda_graphs", False):
         return None
     if not (spec.micro_batched and spec.sequence_parallel):
         return None

@@ -523,8 +523,9 @@ class RunConfig:
     # collectives and copy engines keep every SM)
     carveout_auto: bool = _field(True, "--carveout-auto", "Without --sm-carveout: domino-sp's "
                                  "backward GEMMs beside emulated SM collectives leave the "
-                                 "stand-in's CTAs free (scope bwd; other modes, real "
-                                 "collectives and copy engines: none).")  # fmt: skip
+                                 "stand-in's CTAs free, with --cuda-graphs (scope bwd; eager, "
+                                 "other modes, real collectives and copy engines: "
+                                 "none).")  # fmt: skip
     # the GEMM kernels of the segments issued beside a collective (overlap_gemm.py)
     overlap_gemm: str = _field("cublas", "--overlap-gemm", "GEMM kernels of the segments "
                                "issued while an async collective is in flight: cublas "
