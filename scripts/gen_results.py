@@ -588,6 +588,12 @@ _H100_07E = "reports/emulated-h100-2026-12-07e"
 RUNS_07E = _runs(_H100_07E, (
     "call1/graphs", "call1/graphs-aten", "call1/graphs-r2", "call1/eager", "call1/eager-aten",
     "call1/eager-r2"))  # fmt: skip
+# 2026-12-07 (f, one H100, four calls): run times every mode before profiling any; eager
+# steps without the carve-out (--carveout-auto acts with CUDA graphs only since call4)
+_H100_07F = "reports/emulated-h100-2026-12-07f"
+RUNS_07F = _runs(_H100_07F, (
+    "call1/graphs", "call2/graphs", "call4/graphs", "call2/eager", "call3/eager",
+    "call3/eager-noauto", "call4/eager"))  # fmt: skip
 
 SECTIONS: list[dict] = [
     {
@@ -976,6 +982,24 @@ SECTIONS: list[dict] = [
                 "host speed: run profiled five modes before it, and a profile leaves CUPTI "
                 "attached; run now times every mode before it profiles any (not yet "
                 "measured on a GPU). reports/emulated-h100-2026-12-07e/README.md.",
+    },
+    {
+        "title": "Modes timed before any profile; eager without the carve-out (emulated "
+                 "comm, H100)",
+        "where": "one H100, 2026-12-07, four calls (15:17-15:50 UTC); llama3-3b (28 layers), "
+                 "seq 4096, mbs 2, TP 8, 16 timed steps; call4 is the final code (eager "
+                 "domino-sp without the carve-out), call3's rows ran before that change",
+        "render": run_rows,
+        "args": {"runs": RUNS_07F, "modes": _SP_MODES, "ratios": _SP_RATIOS},
+        "text": "run now times every mode before it profiles any. With CUDA graphs "
+                "domino-sp holds issue 34's 0.85 of nocomm and 1.35x tp in all three "
+                "calls. Eager it is host-bound: call2's row ran while the host was at its "
+                "slow level (its probe doubled), and the same runner with and without its "
+                "carve-out, alternating in one process, ran faster without it (wall and "
+                "host issue), so --carveout-auto now acts with --cuda-graphs only. At the "
+                "host's fast level the final eager domino-sp is short of the 0.85 target. "
+                "tp 1's ratios, timed ABAB (bench_schedule --abab), and the host profile: "
+                "reports/emulated-h100-2026-12-07f/README.md.",
     },
     {
         "title": "llama3-8b: domino-sp at 0.99 of nocomm (emulated comm, H100)",
