@@ -73,8 +73,8 @@ def main(argv=None) -> int:
         if auto is None:
             print(f"\n{mode}: no carveout here (not CUDA, or not a mode it applies to)")
             continue
-        sides = {"auto": lambda: setattr(ex, "carveout", auto),
-                 "none": lambda: setattr(ex, "carveout", None)}  # fmt: skip
+        sides = {"auto": lambda ex=ex, auto=auto: setattr(ex, "carveout", auto),
+                 "none": lambda ex=ex: setattr(ex, "carveout", None)}  # fmt: skip
         for side in sides.values():  # warm-up: cuBLASLt's and cuBLAS's plans, the allocator
             side()
             for _ in range(2):
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
         row = {"carveout": {"sms": auto.sms, "scope": auto.scope}}
         row.update(ratio_rows(res, "auto", "none"))
         report["modes"][mode] = row
-        del mr, ex, auto, sides
+        mr = ex = auto = sides = None  # free the runner before the next mode
         if cuda:
             torch.cuda.empty_cache()
     if a.json:
