@@ -500,3 +500,48 @@ def test_the_event_ring_reuses_events_and_refuses_a_stale_wait():
     ring.wait(*fourth, "side")
     ring.wait(*works[2], "main")  # not reused yet: waits on its own event
     assert log[-2:] == [("wait", 0, "side"), ("wait", 2, "main")]
+
+
+# --------------------------------------------------------------------------- the host path
+def test_current_stream_is_kept_per_raw_handle(monkeypatch):
+    """EmulatedComm._current_stream: torch.cuda.current_stream's Python layer once per
+    stream the device has been current on (two lookups a collective, 919 an eager
+    domino-sp step at the headline, reports/emulated-h100-2026-12-07f), the kept Stream
+    of the raw handle after; a torch without the binding asks torch each time. CUDA
+    stand-ins: a fake raw-handle binding and current_stream."""
+    torch = pytest.importorskip("torch")
+    from domino_prof.reference_model.emulate import EmulatedComm
+
+    state = {"raw": 111, "dev": 0}
+    asked = []
+
+    def current_stream(device=None):
+        asked.append((state["raw"], device))
+        return object()  # a new Stream object per call, as torch's
+
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: state["dev"])
+    raw_seen = []
+
+    def raw_of(index):
+        raw_seen.append(index)
+        return state["raw"]
+
+    c = object.__new__(EmulatedComm)  # no CUDA here: only what _current_stream reads
+    c.device, c._raw_stream, c._cur_streams = torch.device("cuda", 1), raw_of, {}
+    first = c._current_stream()
+    assert c._current_stream() is first and len(asked) == 1
+    state["raw"] = 222  # another stream made current (a side stream, a graph's capture)
+    other = c._current_stream()
+    assert other is not first and len(asked) == 2
+    state["raw"] = 111
+    assert c._current_stream() is first and len(asked) == 2
+    assert set(raw_seen) == {1}  # the comm's own device index
+    c.device, c._cur_streams = torch.device("cuda"), {}  # no index: the current device's
+    state["dev"] = 3
+    c._current_stream()
+    assert raw_seen[-1] == 3
+    c._raw_stream = None  # no binding: torch's lookup every time
+    n = len(asked)
+    c._current_stream(), c._current_stream()
+    assert len(asked) == n + 2

@@ -325,6 +325,30 @@ class EmulatedComm:
         self._handle = self.stream.cuda_stream
         self._fork = torch.cuda.Event()
         self._ring = EventRing(torch.cuda.Event)
+        # the current stream's Stream object by its raw handle (_current_stream)
+        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._cur_streams: dict[int, Any] = {}
+
+    def _current_stream(self) -> Any:
+        """The current stream of this comm's device: the Stream object kept for its raw
+        handle (one C call a lookup). torch.cuda.current_stream runs device-index checks
+        and makes a new Stream object on every call; the fast path asks twice a
+        collective (the fork before the launch, the wait), 919 times an eager domino-sp
+        step at the headline (459 collectives; benchmarks/host_profile.py,
+        reports/emulated-h100-2026-12-07f/call4). A raw handle names one stream for the
+        process's life: torch's pool streams (every torch.cuda.Stream, a graph's capture
+        stream) are never destroyed, and the default stream is per device."""
+        import torch
+
+        raw_of = self._raw_stream
+        if raw_of is None:  # a torch without the binding: its Python layer each time
+            return torch.cuda.current_stream(self.device)
+        idx = self.device.index
+        raw = raw_of(torch.cuda.current_device() if idx is None else idx)
+        s = self._cur_streams.get(raw)
+        if s is None:
+            s = self._cur_streams[raw] = torch.cuda.current_stream(self.device)
+        return s
 
     def lane_sibling(self) -> EmulatedComm:
         """The comm of the second micro-batch lane (``DOMINO_PROF_LANE_COMM=own``,
@@ -422,13 +446,11 @@ class EmulatedComm:
             return self._run_ce(coll, t, out, async_op)
         if not self.fast:
             return self._run_plain(coll, t, out, async_op)
-        import torch
-
         key = (coll, t.numel(), out.numel(), t.dtype, t.data_ptr() % 16, out.data_ptr() % 16)
         prep = self._prepared.get(key)
         if prep is None:
             prep = self._prepared[key] = self._prepare(coll, t, out)
-        cur = torch.cuda.current_stream(self.device)
+        cur = self._current_stream()
         fork = self._fork
         fork.record(cur)  # the comm stream waits for what the current stream issued so far
         self.stream.wait_event(fork)
@@ -471,7 +493,7 @@ class EmulatedComm:
         prep = self._ce.get(key)
         if prep is None:
             prep = self._ce[key] = _CePrepared(self, coll, t, out)
-        cur = torch.cuda.current_stream(self.device)
+        cur = self._current_stream()
         self._fork.record(cur)
         self.stream.wait_event(self._fork)
         h = self._handle
@@ -602,9 +624,7 @@ class EmulatedComm:
             p.runner = None
 
     def _wait(self, slot: int, gen: int) -> None:
-        import torch
-
-        self._ring.wait(slot, gen, torch.cuda.current_stream(self.device))
+        self._ring.wait(slot, gen, self._current_stream())
 
     def _run_plain(self, coll: str, t: Any, out: Any, async_op: bool) -> Any:
         """The plain path (``fast=False``; class doc): what the fast path replaces."""
