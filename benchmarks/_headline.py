@@ -15,6 +15,17 @@ def add_shape_args(ap) -> None:
     ap.add_argument("--device", default="cuda", help="cpu: a dry run (tiny model, tp 1, gloo)")
 
 
+def headline_device(a):
+    """The torch device of the parsed ``--device``: CUDA device 0, made current, or CPU."""
+    import torch
+
+    if a.device != "cuda":
+        return torch.device("cpu")
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    return device
+
+
 def run_config(a, modes: tuple[str, ...], **fields):
     """run's RunConfig for the parsed shape options ``a`` and ``modes``."""
     from domino_prof.reference_model.config import RunConfig

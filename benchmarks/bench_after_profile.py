@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import add_shape_args, run_config  # noqa: E402
+from _headline import add_shape_args, headline_device, run_config  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -43,10 +43,8 @@ def main(argv=None) -> int:
     from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
-    cuda = a.device == "cuda"
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
+    device = headline_device(a)
+    cuda = device.type == "cuda"
     cfg = run_config(a, (a.mode,), profile_steps=2)
     units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import abab, add_shape_args, ratio_rows, run_config  # noqa: E402
+from _headline import abab, add_shape_args, headline_device, ratio_rows, run_config  # noqa: E402
 
 
 class _NoBlas:
@@ -49,10 +49,8 @@ def main(argv=None) -> int:
     from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
-    cuda = a.device == "cuda"
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
+    device = headline_device(a)
+    cuda = device.type == "cuda"
     cfg = run_config(a, tuple(a.modes.split(",")))
     units.set_attention(cfg.attention)
     emulated = "emulated collectives" if cfg.emulated else cfg.comm

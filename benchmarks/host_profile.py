@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import add_shape_args, run_config  # noqa: E402
+from _headline import add_shape_args, headline_device, run_config  # noqa: E402
 
 
 def op_sites(step, n_layers: int, top: int = 45) -> str:
@@ -67,15 +67,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", action="store_true", help="also the aten ops by site")
     a = ap.parse_args(argv)
 
-    import torch
-
     from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
-    cuda = a.device == "cuda"
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
+    device = headline_device(a)
     cfg = run_config(a, (a.mode,))
     units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)
