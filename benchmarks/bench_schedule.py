@@ -256,23 +256,23 @@ ABAB_PAIRS = (
 
 def abab(cfg, inp, tgt, *, pairs: int, block: int, splits, dev, dtype, warmup) -> dict:
     """Each of ABAB_PAIRS timed side by side: both steps built and warmed up, then
-    ``pairs`` times a block of ``block`` synchronised steps of A and one of B (B first in
-    odd pairs, so neither always runs second); a pair's ratio is B's median step over
-    A's. The GPU's and the host's drifts over a call (one H100, 2026-12-07: tp graphs
+    ``pairs`` times a block of ``block`` synchronised steps of A and one of B, each after
+    one untimed step (B first in odd pairs, so neither always runs second); a pair's
+    ratio is B's median step over A's. The GPU's and the host's drifts over a call (one H100, 2026-12-07: tp graphs
     77.4 and 83.2 ms in two runs of this benchmark a minute apart) then hit both sides of
     a pair, where rows run one after the other carry them into the ratio. Returns
     {name: {a_ms, b_ms (medians of the blocks' medians), ratio min / median / max,
     ratios}}."""
     out = {}
+    cuda = dev.type == "cuda"  # CPU: a dry run, the graphs sides eager
     for name, (sa, ga), (sb, gb) in ABAB_PAIRS:
         steps = {}
         for key, (sched, graphs) in (("a", (sa, ga)), ("b", (sb, gb))):
             if sched == "plain":
                 steps[key] = plain_step(cfg, inp, tgt, splits=1, dev=dev, dtype=dtype)
             else:
-                g = graphs and dev.type == "cuda"  # CPU: a dry run, eager only
-                r = schedule_runner(cfg, sched, splits=splits, graphs=g, compile=False,
-                                    dev=dev, dtype=dtype)  # fmt: skip
+                r = schedule_runner(cfg, sched, splits=splits, graphs=graphs and cuda,
+                                    compile=False, dev=dev, dtype=dtype)  # fmt: skip
                 steps[key] = lambda r=r: r.step(inp, tgt)
             for _ in range(warmup + 1):  # + 1: the capture step
                 steps[key]()
@@ -282,7 +282,6 @@ def abab(cfg, inp, tgt, *, pairs: int, block: int, splits, dev, dtype, warmup) -
                 m = measure(steps[key], dev, warmup=1, steps=block)
                 blocks[key].append(m["wall_ms"])
         ratios_ = [b / a for a, b in zip(blocks["a"], blocks["b"])]
-        cuda = dev.type == "cuda"
         out[name] = {
             "a": f"{sa} {'graphs' if ga and cuda else 'eager'}",
             "b": f"{sb} {'graphs' if gb and cuda else 'eager'}",
@@ -487,13 +486,15 @@ def main(argv=None) -> int:
         print(table([row], {}).splitlines()[1], flush=True)
         save()  # after every row: a run cut short still leaves its rows
 
+    def write(doc: dict) -> None:  # a.out, whole or not at all (temp name, then rename)
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = a.out.with_name(f".{a.out.name}.partial")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, a.out)
+
     def save():
         if a.out:
-            a.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = a.out.with_name(f".{a.out.name}.partial")
-            doc = {"config": config, "rows": rows, "ratios": ratios(rows)}
-            tmp.write_text(json.dumps(doc, indent=1))
-            os.replace(tmp, a.out)
+            write({"config": config, "rows": rows, "ratios": ratios(rows)})
 
     if a.abab:
         print(f"{name}, tp 1, seq {seq}, mbs {a.mbs}, {config['device']}: ABAB, medians "
@@ -502,10 +503,7 @@ def main(argv=None) -> int:
         res = abab(cfg, inp, tgt, pairs=a.abab, block=a.abab_block, splits=a.splits,
                    dev=dev, dtype=dtype, warmup=a.warmup)  # fmt: skip
         if a.out:
-            a.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = a.out.with_name(f".{a.out.name}.partial")
-            tmp.write_text(json.dumps({"config": config, "abab": res}, indent=1))
-            os.replace(tmp, a.out)
+            write({"config": config, "abab": res})
             print(f"wrote {a.out}")
         return 0
     plain = {"plain": 1, "plain-mb": a.splits}
