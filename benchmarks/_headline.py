@@ -1,6 +1,8 @@
 """The headline shape's options for benchmarks that build run's own runners in-process
-(bench_rope_ab.py, bench_after_profile.py): llama3-3b, TP 8 emulated, seq 4096, mbs 2 on
-CUDA by default, and the RunConfig they make (``run``'s defaults for everything else)."""
+(bench_rope_ab.py, bench_after_profile.py, bench_carveout_eager.py, host_profile.py):
+llama3-3b, TP 8 emulated, seq 4096, mbs 2 on CUDA by default, the RunConfig they make
+(``run``'s defaults for everything else), the words and JSON that name that shape, and
+the ABAB loop of one runner under two settings."""
 
 from __future__ import annotations
 
@@ -24,6 +26,27 @@ def headline_device(a):
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     return device
+
+
+def device_name(device) -> str:
+    """The GPU's name, or "CPU"."""
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+
+
+def shape_text(cfg) -> str:
+    """The shape a benchmark's header names: model, layers, TP and its collectives
+    ("emulated collectives" for --comm emulate: every TP >= 2 figure of one GPU is)."""
+    comm = "emulated collectives" if cfg.emulated else cfg.comm
+    return (f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp} ({comm}), seq "
+            f"{cfg.seq}, mbs {cfg.mbs}")  # fmt: skip
+
+
+def shape_json(cfg) -> dict:
+    """The same shape as a benchmark's JSON records it."""
+    return {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
+            "comm": cfg.comm, "seq": cfg.seq, "mbs": cfg.mbs}  # fmt: skip
 
 
 def run_config(a, modes: tuple[str, ...], **fields):

@@ -27,7 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import add_shape_args, headline_device, run_config  # noqa: E402
+from _headline import (  # noqa: E402
+    add_shape_args,
+    device_name,
+    headline_device,
+    run_config,
+    shape_text,
+)
 
 
 def main(argv=None) -> int:
@@ -44,7 +50,6 @@ def main(argv=None) -> int:
     from domino_prof.reference_model.train import ModeRun
 
     device = headline_device(a)
-    cuda = device.type == "cuda"
     cfg = run_config(a, (a.mode,), profile_steps=2)
     units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)
@@ -62,10 +67,8 @@ def main(argv=None) -> int:
         prof_s = time.perf_counter() - t0
     phases["after"] = timed(a.steps)
     phases["after-2"] = timed(a.steps)
-    emulated = " (emulated collectives)" if cfg.emulated else ""
-    name = torch.cuda.get_device_name(device) if cuda else "CPU"
-    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp}{emulated}, seq {cfg.seq}, "
-          f"mbs {cfg.mbs}, {a.mode} eager; {name}, torch {torch.__version__} (CUDA "
+    name = device_name(device)
+    print(f"{shape_text(cfg)}, {a.mode} eager; {name}, torch {torch.__version__} (CUDA "
           f"{torch.version.cuda}); TEARDOWN_CUPTI={os.environ.get('TEARDOWN_CUPTI', 'unset')}; "
           f"the profile took {prof_s:.1f} s")  # fmt: skip
     print(f"{'':7s} {'before':>8s} {'after':>8s} {'after-2':>8s}  after / before")

@@ -26,7 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import abab, add_shape_args, headline_device, ratio_rows, run_config  # noqa: E402
+from _headline import (  # noqa: E402
+    abab,
+    add_shape_args,
+    device_name,
+    headline_device,
+    ratio_rows,
+    run_config,
+    shape_json,
+    shape_text,
+)
 
 
 class _NoBlas:
@@ -53,13 +62,8 @@ def main(argv=None) -> int:
     cuda = device.type == "cuda"
     cfg = run_config(a, tuple(a.modes.split(",")))
     units.set_attention(cfg.attention)
-    emulated = "emulated collectives" if cfg.emulated else cfg.comm
-    dev_name = torch.cuda.get_device_name(device) if cuda else "CPU"
-    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp} ({emulated}), seq "
-          f"{cfg.seq}, mbs {cfg.mbs}, eager; {dev_name}")  # fmt: skip
-    report = {"config": {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
-                         "comm": cfg.comm, "seq": cfg.seq, "mbs": cfg.mbs},
-              "device": dev_name, "modes": {}}  # fmt: skip
+    print(f"{shape_text(cfg)}, eager; {device_name(device)}")
+    report = {"config": shape_json(cfg), "device": device_name(device), "modes": {}}
     for mode in cfg.modes:
         mr = ModeRun(cfg, mode, device=device)
         ex = mr.runner.executor

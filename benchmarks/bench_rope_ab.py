@@ -24,10 +24,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import abab, add_shape_args, headline_device, ratio_rows, run_config  # noqa: E402
+from _headline import (  # noqa: E402
+    abab,
+    add_shape_args,
+    device_name,
+    headline_device,
+    ratio_rows,
+    run_config,
+    shape_json,
+    shape_text,
+)
 
 
-def _ops(run, mode_run) -> int:
+def _ops(run) -> int:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Count(TorchDispatchMode):
@@ -64,9 +73,11 @@ def _rope_check(torch, units, device, dims, seq: int, theta: float) -> dict:
 
 
 def _kernel_us(torch, units, device, shapes: str, reps: int = 50) -> dict:
-    """Device µs per rotation, aten against Triton, of [B, S, H, D=128] bf16 heads sliced
-    out of a qkv-like buffer (H + H/4 more heads beside them), CUDA events around ``reps``
-    calls after 5 of warm-up."""
+    """µs per rotation, aten against Triton, of [B, S, H, D=128] bf16 heads sliced out of
+    a qkv-like buffer (H + H/4 more heads beside them), CUDA events around ``reps``
+    back-to-back calls after 5 of warm-up. Device time only where the host issues a call
+    faster than the kernel runs: on the lent H100 host it did not (36-42 µs a Triton call
+    at every shape, reports/emulated-h100-2026-12-07f), and then this times the issue."""
     from domino_prof.reference_model.model import rope_tables
 
     out = {}
@@ -91,10 +102,6 @@ def _kernel_us(torch, units, device, shapes: str, reps: int = 50) -> dict:
         out[spec] = row
         print(f"rotation {spec}x128 bf16: aten {row['aten']:.1f} us, triton {row['triton']:.1f} us")
     return out
-
-
-def _name(torch, device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
 
 
 def main(argv=None) -> int:
@@ -125,14 +132,10 @@ def main(argv=None) -> int:
     if units.rope_kernel(device) != "triton":
         print("the Triton rotation does not run here (no Triton?): nothing to compare")
         return 1
-    emulated = "emulated collectives" if cfg.emulated else cfg.comm
-    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp} ({emulated}), seq "
-          f"{cfg.seq}, mbs {cfg.mbs}, eager; {_name(torch, device)}")  # fmt: skip
+    print(f"{shape_text(cfg)}, eager; {device_name(device)}")
     kernel = _kernel_us(torch, units, device, a.kernel_shapes) if cuda and a.kernel_shapes else {}
-    report = {"kernel_us": kernel,
-              "config": {"model": cfg.model.name, "layers": cfg.model.n_layers, "tp": cfg.tp,
-                         "comm": cfg.comm, "seq": cfg.seq, "mbs": cfg.mbs},
-              "device": _name(torch, device), "modes": {}}  # fmt: skip
+    report = {"kernel_us": kernel, "config": shape_json(cfg), "device": device_name(device),
+              "modes": {}}  # fmt: skip
     for mode in cfg.modes:
         mr = ModeRun(cfg, mode, device=device)
         kinds = ("aten", "triton")
@@ -144,7 +147,7 @@ def main(argv=None) -> int:
         ops = {}
         for kind in kinds:
             units.set_rope(kind)
-            ops[kind] = _ops(mr.one_step, mr)
+            ops[kind] = _ops(mr.one_step)
         units.set_rope("auto")
         check = _rope_check(torch, units, device, mr.runner.dims, cfg.seq, cfg.model.rope_theta)
         row = {"ops_per_step": ops, "rope_check": check}

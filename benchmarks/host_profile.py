@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _headline import add_shape_args, headline_device, run_config  # noqa: E402
+from _headline import add_shape_args, headline_device, run_config, shape_text  # noqa: E402
 
 
 def op_sites(step, n_layers: int, top: int = 45) -> str:
@@ -77,9 +77,7 @@ def main(argv=None) -> int:
     for _ in range(3):
         mr.one_step()
     mr.timed_block(3)
-    emulated = " (emulated collectives)" if cfg.emulated else ""
-    print(f"{cfg.model.name}, {cfg.model.n_layers} layers, TP {cfg.tp}{emulated}, seq {cfg.seq}, "
-          f"mbs {cfg.mbs}, {a.mode} eager: steps {[round(x, 2) for x in mr.blocks[-1]]} ms, "
+    print(f"{shape_text(cfg)}, {a.mode} eager: steps {[round(x, 2) for x in mr.blocks[-1]]} ms, "
           f"issue {[round(x, 2) for x in mr.issue_blocks[-1]]}, "
           f"probe {[round(x, 3) for x in mr.probe_blocks[-1]]}")  # fmt: skip
     pr = cProfile.Profile()
