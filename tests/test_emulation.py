@@ -539,8 +539,10 @@ def test_current_stream_is_kept_per_raw_handle(monkeypatch):
     assert set(raw_seen) == {1}  # the comm's own device index
     c.device, c._cur_streams = torch.device("cuda"), {}  # no index: the current device's
     state["dev"] = 3
-    c._current_stream()
+    on3 = c._current_stream()
     assert raw_seen[-1] == 3
+    state["dev"] = 4  # the same raw handle on another device (each default stream is 0)
+    assert c._current_stream() is not on3 and raw_seen[-1] == 4
     c._raw_stream = None  # no binding: torch's lookup every time
     n = len(asked)
     c._current_stream(), c._current_stream()

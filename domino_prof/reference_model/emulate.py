@@ -325,9 +325,9 @@ class EmulatedComm:
         self._handle = self.stream.cuda_stream
         self._fork = torch.cuda.Event()
         self._ring = EventRing(torch.cuda.Event)
-        # the current stream's Stream object by its raw handle (_current_stream)
+        # the current stream's Stream object by (device index, raw handle) (_current_stream)
         self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        self._cur_streams: dict[int, Any] = {}
+        self._cur_streams: dict[tuple[int, int], Any] = {}
 
     def _current_stream(self) -> Any:
         """The current stream of this comm's device: the Stream object kept for its raw
@@ -335,19 +335,23 @@ class EmulatedComm:
         and makes a new Stream object on every call; the fast path asks twice a
         collective (the fork before the launch, the wait), 919 times an eager domino-sp
         step at the headline (459 collectives; benchmarks/host_profile.py,
-        reports/emulated-h100-2026-12-07f/call4). A raw handle names one stream for the
-        process's life: torch's pool streams (every torch.cuda.Stream, a graph's capture
-        stream) are never destroyed, and the default stream is per device."""
+        reports/emulated-h100-2026-12-07f/call4). A raw handle names one stream of its
+        device for the process's life: torch's pool streams (every torch.cuda.Stream, a
+        graph's capture stream) are never destroyed. The key holds the device index too:
+        every device's default stream has the raw handle 0, and a comm made for "cuda"
+        (no index) follows the current device."""
         import torch
 
         raw_of = self._raw_stream
         if raw_of is None:  # a torch without the binding: its Python layer each time
             return torch.cuda.current_stream(self.device)
         idx = self.device.index
-        raw = raw_of(torch.cuda.current_device() if idx is None else idx)
-        s = self._cur_streams.get(raw)
+        if idx is None:
+            idx = torch.cuda.current_device()
+        key = (idx, raw_of(idx))
+        s = self._cur_streams.get(key)
         if s is None:
-            s = self._cur_streams[raw] = torch.cuda.current_stream(self.device)
+            s = self._cur_streams[key] = torch.cuda.current_stream(self.device)
         return s
 
     def lane_sibling(self) -> EmulatedComm:
