@@ -1,0 +1,50 @@
+"""benchmarks/host_lead.py: the lead summary on a hand-worked set of marks, and its CPU
+dry run (marks at every segment, host times only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import script_module
+
+sys.path.insert(0, str(script_module.ROOT / "benchmarks"))  # its `from _headline import`
+hl = script_module.load("benchmarks/host_lead.py")
+
+
+def test_summarize_hand_worked() -> None:
+    # (key, host ms, gpu ms, lead ms): three forward cores, two of them starved (< 0.05)
+    leads = [(("C", 0, 0), 1.0, 1.02, 0.02), (("C", 1, 0), 2.0, 2.5, 0.5),
+             (("C", 2, 0), 3.0, 3.03, 0.03), (("D", 2, 0), 4.0, 6.0, 2.0),
+             (("D", 1, 0), 5.0, 6.5, 1.5)]  # fmt: skip
+    s = hl.summarize(leads, 0.05)
+    f, b = s["fwd"], s["bwd"]
+    assert (f["marks"], f["starved"], b["marks"], b["starved"]) == (3, 2, 2, 0)
+    assert (f["lead_min"], f["lead_median"], f["lead_max"]) == (0.02, 0.03, 0.5)
+    assert f["starved_span_ms"] == pytest.approx(3.03 - 1.02)  # first to last starved mark
+    assert (f["gpu_first_ms"], f["gpu_last_ms"]) == (1.02, 3.03)
+    assert (b["lead_min"], b["lead_median"], b["lead_max"]) == (1.5, 1.75, 2.0)
+    assert b["starved_span_ms"] == 0.0
+
+
+def test_phase_of_keys() -> None:
+    keys = ("emb", "N", "C", "F", "H3", "HD", "D", "B", "E")
+    assert [hl.phase((k, 0, 0)) for k in keys] == ["fwd"] * 5 + ["bwd"] * 4
+
+
+def test_cpu_dry_run_marks_every_segment(tmp_path, capsys) -> None:
+    out = tmp_path / "hl.json"
+    rc = hl.main(["--device", "cpu", "--model", "tiny", "--tp", "1", "--comm", "gloo",
+                  "--seq", "64", "--mode", "domino", "--steps", "1", "--all",
+                  "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    d = json.loads(out.read_text())
+    marks = d["steps"][0]["marks"]
+    keys = [tuple(m[0]) for m in marks]
+    assert keys[0] == ("emb", 0, 0)
+    assert {k[0] for k in keys} >= {"emb", "F", "D", "E"}
+    hosts = [m[1] for m in marks]
+    assert hosts == sorted(hosts) and hosts[0] >= 0  # issue order, from the step's start
+    assert all(m[2] is None and m[3] is None for m in marks)  # no GPU: no event times
+    assert "domino eager, marks at every segment" in capsys.readouterr().out
