@@ -21,6 +21,12 @@ time between one device event's end and the next one's start, where it is under
 host's waits between steps). Printed: each class's ms per step in nocomm, in
 domino-nocomm and the difference, and the sum of the differences beside run.json's
 measured ``limits.split_ms`` (per profiled step).
+
+``--by-name A B``: two trace files (``.json`` or ``.json.gz``, e.g. bench_schedule.py
+``--profile`` traces of tp and domino at tp 1), device time per step by kernel name
+(templates and arguments cut off; memory ops as ``gpu_memcpy`` / ``gpu_memset``), each
+name's events, and B − A, the largest differences first; above them each trace's device
+span, busy time (the union of its kernels) and summed kernel time per step.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import collections
 import gzip
 import json
+import re
 from pathlib import Path
 
 CLASSES = ("gemm", "attn", "norm", "comm", "other")
@@ -139,6 +146,73 @@ def split_rows(base: dict, split: dict) -> list[tuple[str, float, float, float, 
     return rows + [("total", *ms, *events)]
 
 
+def short_name(name: str) -> str:
+    """A kernel's name without template arguments or a signature, at most 70 characters
+    (``void at::native::elementwise_kernel<128, 4, ...>(int, ...)`` ->
+    ``void at::native::elementwise_kernel``)."""
+    return re.sub(r"[<(].*", "", name, flags=re.DOTALL)[:70]
+
+
+def by_name(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
+    """``{name: (ms per step, events per step)}`` of a trace's kernels (by
+    :func:`short_name`) and memory ops (``gpu_memcpy``, ``gpu_memset``)."""
+    t: collections.Counter = collections.Counter()
+    n: collections.Counter = collections.Counter()
+    for e in trace.get("traceEvents", []):
+        cat = e.get("cat")
+        if e.get("ph") != "X" or (cat != "kernel" and cat not in _MEMORY):
+            continue
+        k = short_name(str(e.get("name", ""))) if cat == "kernel" else cat
+        t[k] += float(e.get("dur", 0.0))
+        n[k] += 1
+    return {k: (t[k] / 1e3 / steps, n[k] / steps) for k in t}
+
+
+def span_busy(trace: dict, steps: int) -> tuple[float, float, float]:
+    """(span, busy, summed) kernel ms per step: first kernel start to last kernel end,
+    the union of the kernels' intervals, and their durations' sum."""
+    ks = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
+                for e in trace.get("traceEvents", [])
+                if e.get("ph") == "X" and e.get("cat") == "kernel")  # fmt: skip
+    if not ks:
+        return 0.0, 0.0, 0.0
+    busy, end = 0.0, ks[0][0]
+    for s0, s1 in ks:
+        if s1 > end:
+            busy += s1 - max(s0, end)
+            end = s1
+    total = sum(s1 - s0 for s0, s1 in ks)
+    return tuple(x / 1e3 / steps for x in (ks[-1][1] - ks[0][0], busy, total))
+
+
+def name_rows(a: dict, b: dict, top: int = 40) -> list[tuple]:
+    """(name, A ms, A events, B ms, B events, B − A ms) of two :func:`by_name` tables,
+    the largest |B − A| first (names alike by their order of first sight), ``top`` rows."""
+    names = list(dict.fromkeys([*a, *b]))
+    rows = [(k, *a.get(k, (0.0, 0.0)), *b.get(k, (0.0, 0.0))) for k in names]
+    rows = [(k, am, an, bm, bn, bm - am) for k, am, an, bm, bn in rows]
+    return sorted(rows, key=lambda r: -abs(r[5]))[:top]
+
+
+def _load_file(p: Path) -> dict:
+    try:
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, EOFError) as e:
+        raise SystemExit(f"{p}: not a readable JSON trace ({e}); pass a Kineto trace file")
+
+
+def _print_by_name(pa: Path, pb: Path, steps: int, top: int) -> None:
+    ta, tb = _load_file(pa), _load_file(pb)
+    for tag, p, t in (("A", pa, ta), ("B", pb, tb)):
+        sp, bu, su = span_busy(t, steps)
+        print(f"{tag} {p}: span {sp:.2f} ms, busy {bu:.2f}, kernels' sum {su:.2f} (per step)")
+    print(f"  {'kernel':70} {'A ms':>8} {'n':>6} {'B ms':>8} {'n':>6} {'B-A ms':>8}")
+    for k, am, an, bm, bn, d in name_rows(by_name(ta, steps), by_name(tb, steps), top):
+        print(f"  {k:70} {am:8.3f} {an:6.0f} {bm:8.3f} {bn:6.0f} {d:+8.3f}")
+
+
 def _steps_of(run: Path, steps: int | None) -> int:
     if steps is not None:
         return steps
@@ -184,12 +258,21 @@ def _print_split(run: Path, steps: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="+", type=Path, help="run directories (one per mode inside)")
+    ap.add_argument("runs", nargs="+", type=Path,
+                    help="run directories (one per mode inside); --by-name: two trace files")
     ap.add_argument("--steps", type=int, default=None,
                     help="profiled steps per trace (default: run.json's config.profile_steps)")
     ap.add_argument("--split", action="store_true",
                     help="the split's own cost by class (nocomm against domino-nocomm)")
+    ap.add_argument("--by-name", action="store_true",
+                    help="two trace files: device time per kernel name, and B - A")
+    ap.add_argument("--top", type=int, default=40, help="--by-name: rows shown")
     a = ap.parse_args()
+    if a.by_name:
+        if len(a.runs) != 2:
+            raise SystemExit("--by-name takes two trace files, A and B")
+        _print_by_name(a.runs[0], a.runs[1], a.steps or 1, a.top)
+        return
     if a.split:
         for run in a.runs:
             _print_split(run, _steps_of(run, a.steps))

@@ -149,3 +149,44 @@ def test_concurrent_time_is_the_events_beyond_their_union_per_device():
     assert m.concurrent_ms(trace, 2) == pytest.approx(0.0275)
     assert m.concurrent_ms(TRACE, 1) == pytest.approx((3000 + 1000 + 2000 + 5000 + 1000 + 500
                                                       + 700 - 5000) / 1e3)  # all at ts 0
+
+
+def _at(name, ts, dur, cat="kernel"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
+def test_by_name_two_traces_hand_worked(tmp_path):
+    m = _mod()
+    assert m.short_name("void at::native::elementwise_kernel<128, 4, F>(int, F)") == (
+        "void at::native::elementwise_kernel")
+    # A: one GEMM 0-100 µs and one attention kernel 150-250; B (the split): the GEMM twice
+    # at 60 µs, attention twice at 70 µs, and a copy of 10 µs between them
+    a = {"traceEvents": [_at("nvjet_tst<1>(x)", 0, 100), _at("sdpa_fprop", 150, 100)]}
+    b = {"traceEvents": [_at("nvjet_tst<2>(y)", 0, 60), _at("nvjet_tst<2>(y)", 60, 60),
+                         _at("Memcpy DtoD", 120, 10, "gpu_memcpy"),
+                         _at("sdpa_fprop", 130, 70), _at("sdpa_fprop", 210, 70),
+                         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 999}]}  # fmt: skip
+    ta, tb = m.by_name(a, 1), m.by_name(b, 1)
+    assert ta == {"nvjet_tst": (0.1, 1.0), "sdpa_fprop": (0.1, 1.0)}
+    assert tb == {"nvjet_tst": (0.12, 2.0), "gpu_memcpy": (0.01, 1.0), "sdpa_fprop": (0.14, 2.0)}
+    rows = m.name_rows(ta, tb)
+    assert [r[0] for r in rows] == ["sdpa_fprop", "nvjet_tst", "gpu_memcpy"]  # by |B - A|
+    assert rows[0][5] == pytest.approx(0.04) and rows[2][1:] == (0.0, 0.0, 0.01, 1.0, 0.01)
+    # span (first kernel start to last end), busy (union), sum: A 250 / 200 / 200 µs;
+    # B 280 / 260 (the copy is no kernel: 120-130 idle) / 260
+    assert m.span_busy(a, 1) == pytest.approx((0.25, 0.2, 0.2))
+    assert m.span_busy(b, 2) == pytest.approx((0.14, 0.13, 0.13))  # two steps: halved
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json.gz"
+    pa.write_text(json.dumps(a))
+    with gzip.open(pb, "wt") as f:
+        json.dump(b, f)
+    p = subprocess.run([sys.executable, str(PATH), "--by-name", str(pa), str(pb)],
+                       check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "span 0.28 ms, busy 0.26" in p.stdout and "+0.040" in p.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = subprocess.run([sys.executable, str(PATH), "--by-name", str(pa), str(bad)],
+                       check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert "bad.json: not a readable JSON trace" in p.stderr
