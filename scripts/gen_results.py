@@ -595,6 +595,11 @@ RUNS_07F = _runs(_H100_07F, (
     "call1/graphs", "call2/graphs", "call4/graphs", "call2/eager", "call3/eager",
     "call3/eager-noauto", "call4/eager"))  # fmt: skip
 
+# the eager rows of 2026-12-07 (g), 16:30-16:33 UTC: 8de298e and 5674d27 (the current-stream
+# lookups kept) alternating
+RUNS_07G = _runs("reports/emulated-h100-2026-12-07g", (
+    "call1/eager-base", "call1/eager-new", "call1/eager-base2", "call1/eager-new2"))  # fmt: skip
+
 SECTIONS: list[dict] = [
     {
         "title": "The default run on CPU (gloo, tiny, tp 2, every mode)",
@@ -1000,6 +1005,23 @@ SECTIONS: list[dict] = [
                 "host's fast level the final eager domino-sp is short of the 0.85 target. "
                 "tp 1's ratios, timed ABAB (bench_schedule --abab), and the host profile: "
                 "reports/emulated-h100-2026-12-07f/README.md.",
+    },
+    {
+        "title": "Where eager domino-sp waits for the host (emulated comm, H100)",
+        "where": "one H100, 2026-12-07 (g), 16:30-16:33 UTC; llama3-3b (28 layers), seq 4096, "
+                 "mbs 2, TP 8, 16 timed steps, eager; rows 1 and 3 the code before the "
+                 "current-stream lookups were kept (8de298e), rows 2 and 4 after (5674d27)",
+        "render": run_rows,
+        "args": {"runs": RUNS_07G, "modes": _SP_MODES, "ratios": _SP_RATIOS},
+        "text": "Keeping the current stream's Stream object took the emulated collectives' "
+                "host share of an eager domino-sp step (its issue less domino-sp-nocomm's) "
+                "from 9.2-9.7 to 8.4-8.6 ms; the wall moved less than the rows' spread. "
+                "benchmarks/host_lead.py says why: the forward waits for the host at nearly "
+                "every core, the backward runs 3-5 ms behind it at the host's fast level, so "
+                "only the forward's share of a host saving comes off the step. Eager "
+                "domino-sp stays at 0.83 of nocomm (issue 34: 0.85). The same README has "
+                "tp 1's domino graphs / tp graphs at 1.050 (ABAB) on this H100 and its "
+                "kernels by name: reports/emulated-h100-2026-12-07g/README.md.",
     },
     {
         "title": "llama3-8b: domino-sp at 0.99 of nocomm (emulated comm, H100)",
