@@ -175,6 +175,11 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append("--high-priority-comm")
     elif cfg.get("device") == "cuda":  # on by default on CUDA since 2026-12-07: say it was off
         parts.append("--no-high-priority-comm")
+    # run.json has no timing before the knob: each step was timed alone (step, the
+    # default); on CPU both read the host's clock around a synchronous step: not named there
+    timing = cfg.get("timing", "step")
+    if cfg.get("device") == "cuda" and timing != "step":
+        parts.append(f"--timing {timing}")
     return parts
 
 

@@ -46,7 +46,8 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
 
     from domino_prof.reference_model.train import ModeRun
 
-    cfg = RunConfig(model=tiny(), tp=1, seq=8, mbs=2, modes=("tp",)).validate()
+    # --timing step: a probe after every step (stream timing probes once a block)
+    cfg = RunConfig(model=tiny(), tp=1, seq=8, mbs=2, modes=("tp",), timing="step").validate()
     run = ModeRun(cfg, "tp", device=torch.device("cpu"))
     real = run.runner.step
 
@@ -70,6 +71,62 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
     assert len(probes) == 6 and all(p > 0 for p in probes)
     meds = [statistics.median(probes[i : i + 2]) for i in (0, 2, 4)]  # three blocks of 2
     assert r["host_probe_ms"] == pytest.approx(statistics.median(meds))
+
+
+def test_timing_must_be_stream_or_step():
+    from domino_prof.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--timing must be one of stream, step, got 'both'"):
+        RunConfig(model=tiny(), timing="both").validate()
+
+
+def test_step_marks_on_cpu_are_the_host_clock(monkeypatch):
+    from domino_prof.reference_model import train
+
+    clock = iter([1.0, 1.5, 2.25, 2.26])
+    monkeypatch.setattr(train.time, "perf_counter", lambda: next(clock))
+    m = train.StepMarks(train.torch.device("cpu"))
+    for _ in range(4):
+        m.mark()
+    assert m.intervals_ms() == pytest.approx([500.0, 750.0, 10.0])
+
+
+def test_a_stream_block_reads_its_losses_after_its_steps_and_probes_once():
+    """--timing stream: the block's steps are issued back to back, no loss
+    read between them; each step's time runs from the mark after the step before (the
+    block's start) to the mark after it, so a step that spends 40 ms on the host is at
+    least 40 ms; the losses are read after the block, the host probed once."""
+    import time
+
+    import torch
+
+    from domino_prof.reference_model.train import ModeRun
+
+    cfg = RunConfig(model=tiny(), tp=1, seq=8, mbs=2, modes=("tp",), timing="stream").validate()
+    run = ModeRun(cfg, "tp", device=torch.device("cpu"))
+    real = run.runner.step
+    read = []
+
+    class Loss(float):  # a loss whose read is seen
+        def __float__(self):
+            read.append(len(seen))
+            return float.__float__(self)
+
+    seen = []
+
+    def step(inp, tgt):
+        time.sleep(0.04)
+        seen.append(1)
+        return Loss(float(real(inp, tgt)))
+
+    run.runner.step = step
+    run.timed_block(3)
+    assert read == [3, 3, 3]  # every loss read after the block's third step
+    r = run.result(interleave=False)
+    assert len(r["step_times_ms"]) == 3 and all(t >= 40 for t in r["step_times_ms"])
+    assert len(r["host_probe_times_ms"]) == 1 and r["host_probe_ms"] > 0
+    assert len(r["losses"]) == 3 and run.step == 3
+    assert all(i >= 40 for i in r["issue_times_ms"])
 
 
 def test_no_mode_is_timed_after_a_profile(tmp_path, monkeypatch):

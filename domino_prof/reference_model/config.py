@@ -450,6 +450,7 @@ def _field(default: object, flag: str, help: str, **kw) -> object:
 # intervals of ±5.8-9.0% (reports/cpu-default-2026-12-03/README.md): short of ±5% under that load.
 DEFAULT_TIMED_STEPS = 200
 DEFAULT_BLOCK_STEPS = 4
+TIMINGS = ("stream", "step")  # RunConfig.timing
 DEFAULT_SPLITS = 2
 
 
@@ -620,6 +621,16 @@ class RunConfig:
                               "each block's median is one sample of the 95% intervals; on CPU "
                               "the modes take turns block by block.")  # fmt: skip
     profile_steps: int = _field(2, "--profile-steps", "Profiled steps per mode.")
+    # how the timed steps are timed (train.ModeRun.timed_block). stream: a block's steps run
+    # back to back, as a training loop runs them (no loss read between steps), each timed
+    # on the device from the previous step's end to its own (CUDA events); step: each step
+    # alone, the device drained before and after it (the only way before 2026-12-07 (g)),
+    # so every step starts with an empty queue and a host-bound step pays the wait for its
+    # first kernels each time.
+    timing: str = _field("step", "--timing", "How the timed steps are timed: stream (a "
+                         "block's steps back to back, each timed on the device from the "
+                         "previous step's end: a training loop's throughput) or step (each "
+                         "step alone, the device idle before and after it).")  # fmt: skip
     seed: int = _field(1234, "--seed", "Seed of the weights and the synthetic tokens.")
     lr: float = _field(1e-4, "--lr", "AdamW learning rate.")
     data: str | None = _field(None, "--data", "Token file (.npy ints or .bin uint16); default: "
@@ -849,6 +860,9 @@ class RunConfig:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         if self.block_steps < 1:
             raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
+        if self.timing not in TIMINGS:
+            raise ConfigError(f"--timing must be one of {', '.join(TIMINGS)}, got "
+                              f"{self.timing!r}")  # fmt: skip
 
     def _validate_mb_streams(self) -> None:
         """--mb-streams 2: CUDA, 2 micro-batches, eager or a whole-step graph, and a mode

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gc
 import gzip
+import itertools
 import json
 import math
 import os
@@ -194,6 +195,32 @@ def host_probe(n: int = PROBE_N) -> float:
     return (time.perf_counter() - t) * 1e3
 
 
+class StepMarks:
+    """Marks between a block's steps, timed on the device: CUDA events (recorded on the
+    current stream, which the step's last kernels and the optimizer ran on, so a mark
+    passes when the step is done), or on CPU the host's clock (a CPU step is done when
+    its issue returns)."""
+
+    def __init__(self, device) -> None:
+        self.cuda = device.type == "cuda"
+        self._marks: list = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self._marks.append(ev)
+        else:
+            self._marks.append(time.perf_counter())
+
+    def intervals_ms(self) -> list[float]:
+        """The ms between consecutive marks (CUDA: after a synchronize)."""
+        m = self._marks
+        if self.cuda:
+            return [a.elapsed_time(b) for a, b in itertools.pairwise(m)]
+        return [(b - a) * 1e3 for a, b in itertools.pairwise(m)]
+
+
 class ModeRun:
     """One mode's model, optimizer and data, and what its steps measured: warm-up, then
     timed blocks (called by the worker in its order), then the profiled steps."""
@@ -220,6 +247,13 @@ class ModeRun:
         well below the first, the issuing thread was off its core (descheduled, or blocked
         in a driver call) for the difference: an eager step's time then says more about
         the host than about the schedule."""
+        issued, cpu, loss = self._issue_step()
+        self.losses.append(float(loss))  # host sync: also makes step timing honest
+        return issued, cpu
+
+    def _issue_step(self):
+        """Issue one training step (the loss not read: nothing waits for the device).
+        Returns (host issue ms, issuing thread's CPU ms, the loss tensor)."""
         runner = self.runner
         inp, tgt = self.data.batch(self.step)
         held = runner.host_wait_s  # waits for the GPU under the graph in-flight cap
@@ -229,9 +263,8 @@ class ModeRun:
             self.opt.step()
         issued = (time.perf_counter() - t0 - (runner.host_wait_s - held)) * 1e3
         cpu = (time.thread_time() - c0) * 1e3
-        self.losses.append(float(loss))  # host sync: also makes step timing honest
         self.step += 1
-        return issued, cpu
+        return issued, cpu, loss
 
     def warm_up(self) -> None:
         if self.device.type == "cuda":
@@ -240,6 +273,11 @@ class ModeRun:
             self.one_step()
 
     def timed_block(self, n: int) -> None:
+        """Time ``n`` steps as one block (``cfg.timing``: :meth:`_stream_block`, or each
+        step alone)."""
+        if self.cfg.timing == "stream":
+            self._stream_block(n)
+            return
         times, issues, cpus, probes = [], [], [], []
         for _ in range(n):
             _sync(self.device)
@@ -250,6 +288,30 @@ class ModeRun:
             issues.append(issued)
             cpus.append(cpu)
             probes.append(host_probe())  # outside the step's times
+        self._keep_block(times, issues, cpus, probes)
+
+    def _stream_block(self, n: int) -> None:
+        """``--timing stream``: the block's steps issued back to back, no loss read between
+        them (read after the block), so the host issues step i + 1 while the device still
+        runs step i, as a training loop does. Step i's time is the device's, from the mark
+        after step i − 1 (the block's start: the device drained) to the mark after step i
+        (:class:`StepMarks`). The host probe runs once, after the block: between steps it
+        would be host time in the next step's issue."""
+        marks = StepMarks(self.device)
+        _sync(self.device)
+        marks.mark()
+        issues, cpus, losses = [], [], []
+        for _ in range(n):
+            issued, cpu, loss = self._issue_step()
+            marks.mark()
+            issues.append(issued)
+            cpus.append(cpu)
+            losses.append(loss)
+        _sync(self.device)
+        self.losses.extend(float(x) for x in losses)
+        self._keep_block(marks.intervals_ms(), issues, cpus, [host_probe()])
+
+    def _keep_block(self, times, issues, cpus, probes) -> None:
         self.blocks.append(times)
         self.issue_blocks.append(issues)
         self.issue_cpu_blocks.append(cpus)
