@@ -126,7 +126,9 @@ def test_a_stream_block_reads_its_losses_after_its_steps_and_probes_once():
     assert len(r["step_times_ms"]) == 3 and all(t >= 40 for t in r["step_times_ms"])
     assert len(r["host_probe_times_ms"]) == 1 and r["host_probe_ms"] > 0
     assert len(r["losses"]) == 3 and run.step == 3
-    assert all(i >= 40 for i in r["issue_times_ms"])
+    # the block's first step's issue only: a later step's may hold waits for a full queue
+    assert len(r["issue_times_ms"]) == len(r["issue_cpu_times_ms"]) == 1
+    assert r["issue_times_ms"][0] >= 40
 
 
 def test_no_mode_is_timed_after_a_profile(tmp_path, monkeypatch):

@@ -296,7 +296,10 @@ class ModeRun:
         runs step i, as a training loop does. Step i's time is the device's, from the mark
         after step i − 1 (the block's start: the device drained) to the mark after step i
         (:class:`StepMarks`). The host probe runs once, after the block: between steps it
-        would be host time in the next step's issue."""
+        would be host time in the next step's issue. The host issue kept is the block's
+        first step's: it is issued into an empty queue, where a later step's issue also
+        holds the host's waits for room in a full launch queue (a device-bound step's host
+        runs ahead until the queue is full)."""
         marks = StepMarks(self.device)
         _sync(self.device)
         marks.mark()
@@ -309,7 +312,7 @@ class ModeRun:
             losses.append(loss)
         _sync(self.device)
         self.losses.extend(float(x) for x in losses)
-        self._keep_block(marks.intervals_ms(), issues, cpus, [host_probe()])
+        self._keep_block(marks.intervals_ms(), issues[:1], cpus[:1], [host_probe()])
 
     def _keep_block(self, times, issues, cpus, probes) -> None:
         self.blocks.append(times)
