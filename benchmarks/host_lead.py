@@ -4,6 +4,7 @@ GPU at each segment of a step, without the profiler (whose overhead makes an eag
 
     python benchmarks/host_lead.py --mode domino-sp            # emulated TP 8, CUDA
     python benchmarks/host_lead.py --mode domino-sp --all      # every segment, not the cores
+    python benchmarks/host_lead.py --mode domino-sp --stream   # steps back to back
     python benchmarks/host_lead.py --device cpu                # a dry run (tiny, tp 1)
 
 Builds run's runner (``ModeRun``), warms it up, then runs ``--steps`` steps as run times
@@ -15,6 +16,12 @@ that segment was when the host issued it. Where the lead is near zero (below
 ``--starved-ms``), the GPU had caught up with the host there and waited for it: the step
 is host-bound in that stretch, and host time cut there comes off the wall; where the
 lead is large, host time cut there only lengthens the queue.
+
+``--stream``: the steps issued back to back with no loss read between them, as ``run
+--timing stream`` times them: one clock from the first step's start, so a lead carries
+over from one step into the next (where the host is ahead at a step's end, the next
+step's forward need not wait for it); a step's wall runs from the previous step's end
+mark to its own.
 
 Prints, per step: wall ms, host issue ms, the host probe (train.host_probe, after the
 step: the host's speed), and per phase (forward marks, backward marks)
@@ -70,8 +77,8 @@ class Marks:
             self.pool.append(self.torch.cuda.Event(enable_timing=True))
         return self.pool[i]
 
-    def mark(self, key) -> None:
-        if not (self.every or key[0] in CORES):
+    def mark(self, key, force: bool = False) -> None:
+        if not (force or self.every or key[0] in CORES):
             return
         ev = None
         if self.cuda:
@@ -106,6 +113,42 @@ def summarize(leads: list[tuple], starved_ms: float) -> dict:
     return out
 
 
+def stream_steps(mr, marks: Marks, a, host_probe) -> list[dict]:
+    """``--stream``: ``a.steps`` steps issued back to back (no loss read between them, as
+    ``run --timing stream``), one clock for all: a mark after each step's issue ends it.
+    A step's wall is the device time from the previous step's end mark (the first: the
+    drained start) to its own (CPU: the host's); its host probe is the one after the
+    block, as run's."""
+    import torch
+
+    if marks.cuda:
+        torch.cuda.synchronize()
+    marks.start()
+    bounds, issues, losses = [0], [], []
+    for i in range(a.steps):
+        issued, _cpu, loss = mr._issue_step()
+        marks.mark(("end", i, 0), force=True)
+        bounds.append(len(marks.rows))
+        issues.append(issued)
+        losses.append(loss)
+    if marks.cuda:
+        torch.cuda.synchronize()
+    for x in losses:
+        float(x)
+    probe = host_probe()
+    leads = marks.leads()
+    col = 2 if marks.cuda else 1  # the end marks' device (CUDA) or host clock
+    out, prev = [], 0.0
+    for i in range(a.steps):
+        part = leads[bounds[i] : bounds[i + 1]]
+        end = part[-1][col]
+        out.append({"wall_ms": end - prev, "issue_ms": issues[i], "probe_ms": probe,
+                    "phases": summarize(part[:-1], a.starved_ms),
+                    "marks": [[list(k), h, g, d] for k, h, g, d in part[:-1]]})  # fmt: skip
+        prev = end
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_shape_args(ap)
@@ -114,6 +157,9 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="a mark at every segment")
     ap.add_argument("--starved-ms", type=float, default=0.05)
     ap.add_argument("--out", default="", help="write the marks and summaries as JSON")
+    ap.add_argument("--stream", action="store_true",
+                    help="the steps back to back, as run --timing stream times them (leads "
+                    "from the first step's start; a step's wall from the previous one's end)")
     a = ap.parse_args(argv)
 
     import torch
@@ -137,8 +183,8 @@ def main(argv=None) -> int:
     mr = ModeRun(cfg, a.mode, device=device)
     for _ in range(3):
         mr.one_step()
-    steps = []
-    for _ in range(a.steps):
+    steps = stream_steps(mr, marks, a, host_probe) if a.stream else []
+    for _ in range(0 if a.stream else a.steps):
         if cuda:
             torch.cuda.synchronize(device)
         marks.start()
@@ -150,7 +196,8 @@ def main(argv=None) -> int:
         steps.append({"wall_ms": wall, "issue_ms": issued, "probe_ms": host_probe(),
                       "phases": summarize(leads, a.starved_ms),
                       "marks": [[list(k), h, g, d] for k, h, g, d in leads]})  # fmt: skip
-    print(f"{shape_text(cfg)}, {a.mode} eager, marks at "
+    print(f"{shape_text(cfg)}, {a.mode} eager{', steps back to back' if a.stream else ''}, "
+          f"marks at "
           f"{'every segment' if a.all else 'the core segments'} (lead = GPU time - host time "
           f"of a mark; starved: lead < {a.starved_ms} ms)")  # fmt: skip
     for i, s in enumerate(steps):

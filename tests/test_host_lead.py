@@ -48,3 +48,25 @@ def test_cpu_dry_run_marks_every_segment(tmp_path, capsys) -> None:
     assert hosts == sorted(hosts) and hosts[0] >= 0  # issue order, from the step's start
     assert all(m[2] is None and m[3] is None for m in marks)  # no GPU: no event times
     assert "domino eager, marks at every segment" in capsys.readouterr().out
+
+
+def test_cpu_dry_run_back_to_back(tmp_path, capsys) -> None:
+    """--stream: the steps issued back to back on one clock; each step's marks are its
+    own (the end marks that split them are not among them), and its wall runs from the
+    previous step's end to its own, on CPU the host's clock: the walls add up to the
+    last step's end."""
+    out = tmp_path / "hl.json"
+    rc = hl.main(["--device", "cpu", "--model", "tiny", "--tp", "1", "--comm", "gloo",
+                  "--seq", "64", "--mode", "domino", "--steps", "3", "--stream",
+                  "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    steps = json.loads(out.read_text())["steps"]
+    assert len(steps) == 3
+    for s in steps:
+        keys = [m[0][0] for m in s["marks"]]
+        assert "end" not in keys and {"F", "D"} <= set(keys)
+        assert s["wall_ms"] > 0 and s["probe_ms"] == steps[0]["probe_ms"]  # one probe
+    # one clock: step 1's first mark comes after step 0's wall, step 2's after both
+    assert steps[1]["marks"][0][1] > steps[0]["wall_ms"]
+    assert steps[2]["marks"][0][1] > steps[0]["wall_ms"] + steps[1]["wall_ms"]
+    assert "steps back to back" in capsys.readouterr().out
