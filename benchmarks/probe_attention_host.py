@@ -21,18 +21,9 @@ import statistics
 import time
 
 import torch
+from bench_attention import make  # benchmarks/: the script's own folder
 
 A = torch.ops.aten
-
-
-def _inputs(b: int, S: int, H: int, K: int, D: int, dev):
-    g = torch.Generator(device=dev).manual_seed(0)
-    qkv = torch.randn(b, S, H + 2 * K, D, device=dev, dtype=torch.bfloat16, generator=g)
-    q = qkv[:, :, :H].transpose(1, 2)
-    k = qkv[:, :, H : H + K].transpose(1, 2)
-    v = qkv[:, :, H + K :].transpose(1, 2)
-    do = torch.randn(b, S, H, D, device=dev, dtype=torch.bfloat16, generator=g).transpose(1, 2)
-    return q, k, v, do
 
 
 def host_and_device_us(fn, calls: int) -> tuple[float, float]:
@@ -67,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=100)
     a = ap.parse_args(argv)
     dev = torch.device("cuda", 0)
-    q, k, v, do = _inputs(a.batch, a.seq, a.heads, a.kv_heads, a.head_dim, dev)
+    q, k, v, do = make(a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, dev)
     rc = A._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True, False)
     rf = A._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False)
 
