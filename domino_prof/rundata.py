@@ -113,10 +113,11 @@ HOST_SPEED_SPREAD = 1.3  # host_speed_note speaks from this p90 / p10 of the pro
 
 def host_speed_note(run: dict) -> str | None:
     """One sentence when the host's speed moved during a CUDA run's timed steps: the
-    modes' ``host_probe_times_ms`` (a fixed pure-Python loop after each timed step,
-    ``train.host_probe``) with a 90th / 10th percentile ratio of HOST_SPEED_SPREAD or
-    more. A host-bound (eager) step's time moves with the host, so such a run's eager
-    figures say as much about the host as about the schedule. None otherwise, for a
+    modes' ``host_probe_times_ms`` (a fixed pure-Python loop after each timed step, or
+    each block under ``--timing stream``: ``train.host_probe``) with a 90th / 10th
+    percentile ratio of HOST_SPEED_SPREAD or more. A host-bound (eager) step's time
+    moves with the host, so such a run's eager figures say as much about the host as
+    about the schedule. None otherwise, for a
     CPU run (the ranks and gloo share the cores the probe runs on), for a
     ``--cuda-graphs`` run (its steps replay graphs: the host is off them) and for runs
     from before the probe."""
