@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domino_prof import engine
 from domino_prof.errors import ConfigError, DominoProfError, RunError, TraceError
@@ -85,10 +85,6 @@ from domino_prof.rundir import (  # noqa: F401
     trace_missing,
     who,
 )
-
-if TYPE_CHECKING:
-    from domino_prof.reference_model.config import RunConfig
-
 
 
 def write_run(directory: str | os.PathLike, doc: dict) -> Path:
