@@ -91,6 +91,35 @@ def test_step_marks_on_cpu_are_the_host_clock(monkeypatch):
     assert m.intervals_ms() == pytest.approx([500.0, 750.0, 10.0])
 
 
+def test_step_marks_on_cuda_are_events_timed_one_to_the_next(monkeypatch):
+    """CUDA marks are events recorded on the current stream, timed by elapsed_time from
+    each to the next (a stand-in Event: its device time is the order it was recorded in,
+    times 10 ms)."""
+    from domino_prof.reference_model import train
+
+    recorded = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.t = None
+
+        def record(self, stream=None):
+            assert stream is None  # the current stream
+            self.t = 10.0 * len(recorded) ** 2
+            recorded.append(self)
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    monkeypatch.setattr(train.torch.cuda, "Event", Event)
+    m = train.StepMarks(train.torch.device("cuda", 0))
+    for _ in range(4):
+        m.mark()
+    assert len(recorded) == 4
+    assert m.intervals_ms() == [10.0, 30.0, 50.0]  # 0, 10, 40, 90 ms
+
+
 def test_a_stream_block_reads_its_losses_after_its_steps_and_probes_once():
     """--timing stream: the block's steps are issued back to back, no loss
     read between them; each step's time runs from the mark after the step before (the
