@@ -123,3 +123,27 @@ def test_a_host_bound_domino_says_so():
     # no predicted graphs step is printed (the module doc says why), though the analyses
     # carry the what-if's cuda_graphs scenario
     assert "100.0" not in d["text"] and "predict" not in d["text"]
+
+
+def test_a_profiled_step_far_from_the_timed_one_is_said():
+    """profiled / timed step per mode (``profiled_over_timed``): further than 0.15 from 1
+    for either, the text says the parts split the profiled step's gap, not the timed
+    steps'. Here domino's profiled step 150 ms against its timed 110 (1.364), nocomm's 100
+    against 99 (1.010): the profiled gap 50 ms, the timed 11."""
+    d = limits(RUN, {"domino": doc(150.0, 3.0, 1.5), "nocomm": doc(100.0, 0.0, None)})
+    assert d["profiled_over_timed"] == {"domino": pytest.approx(150 / 110),
+                                        "nocomm": pytest.approx(100 / 99)}  # fmt: skip
+    assert ("The profiled steps are not the timed ones (profiled / timed step: domino 1.36, "
+            "nocomm 1.01): the parts split the profiled step's gap of 50.00 ms, not the timed "
+            "steps' 11.00 ms; read them as where the profiled step's time went.") in d["text"]
+    # faster when profiled counts too (a host-bound eager run's device wall: 88 against 110)
+    d = limits(RUN, {"domino": doc(88.0, 3.0, 1.5), "nocomm": doc(80.0, 0.0, None)})
+    assert "(profiled / timed step: domino 0.80, nocomm 0.81)" in d["text"]
+    # within 0.15 of the timed one: nothing said
+    d = limits(RUN, {"domino": doc(112.0, 3.0, 1.5), "nocomm": doc(100.0, 0.0, None)})
+    assert d["profiled_over_timed"]["domino"] == pytest.approx(112 / 110)
+    assert "profiled steps are not" not in d["text"]
+    # no timed steps (an interrupted run): no ratio, nothing said
+    d = limits({"modes": {}}, {"domino": doc(150.0, 3.0, 1.5), "nocomm": doc(100.0, 0.0, None)})
+    assert d["profiled_over_timed"] == {"domino": None, "nocomm": None}
+    assert "profiled steps are not" not in d["text"]
