@@ -58,6 +58,12 @@ class Run:
 
         return bool(getattr(modes.MODES.get(mode), "overlaps", False))
 
+    @property
+    def timing(self) -> str:
+        """How the run's timed steps were timed (run.json ``config.timing``, absent before
+        the option: ``step``, each alone; ``stream``, back to back)."""
+        return str((self.doc.get("config") or {}).get("timing") or "step")
+
     def comparison(self, mode: str) -> dict | None:
         """The mode's row of the comparison table (timed step, speedups)."""
         rows = self.doc.get("comparison") or []

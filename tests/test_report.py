@@ -505,3 +505,24 @@ def test_cli_bad_run_json(tmp_path):
     (tmp_path / "run.json").write_text("{not json")
     res = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "run.json" in res.output
+
+
+def test_cli_compare_of_runs_timed_differently_leaves_the_timed_step_out(tmp_path):
+    """Two run directories whose timed steps were timed differently (run.json
+    config.timing: absent = step, each alone; stream, back to back): compare says so in one
+    note and shows no timed-step row; timed alike, the row is there."""
+    import json
+
+    a, b = make_run_dir(tmp_path / "a"), make_run_dir(tmp_path / "b")
+    doc = json.loads((b / "run.json").read_text())
+    doc["config"]["timing"] = "stream"
+    (b / "run.json").write_text(json.dumps(doc))
+    out = tmp_path / "c.html"
+    res = CliRunner().invoke(app, ["compare", str(a), str(b), "--mode", "domino", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert ("timed steps not compared: A: domino's were timed each alone (--timing step), "
+            "B: domino's back to back (--timing stream)") in res.output
+    assert "timed step (ms)" not in res.output and "timed step (ms)" not in out.read_text()
+    res = CliRunner().invoke(app, ["compare", str(a), str(a), "--mode", "domino", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "timed steps not compared" not in res.output and "timed step (ms)" in res.output

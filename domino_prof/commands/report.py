@@ -208,6 +208,17 @@ def register(app: typer.Typer) -> None:
 
         mixed = mixed_hardware_note(an[0], an[1], labels=lab)
         print_notes([mixed] if mixed else [])
+        how = {"step": "each alone (--timing step)", "stream": "back to back (--timing stream)"}
+        runs_ = [t.run for t in sides]
+        if None not in runs_ and None not in timed and runs_[0].timing != runs_[1].timing:
+            # a step timed alone waits for the host at its start where one timed back to
+            # back need not (docs/METRICS.md, timed steps): not a like-for-like difference
+            note = (f"timed steps not compared: {lab[0]}'s were timed "
+                    f"{how.get(runs_[0].timing, runs_[0].timing)}, {lab[1]}'s "
+                    f"{how.get(runs_[1].timing, runs_[1].timing)}; run one again with the "
+                    "other's --timing to compare them")  # fmt: skip
+            print_notes([note])
+            timed = [None, None]
         steps = (timed[0], timed[1]) if None not in timed else None
         html = render_compare(an[0], an[1], labels=lab, timed_step_ms=steps)
         write_outputs([(output, html)], example="compare.html")
