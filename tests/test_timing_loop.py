@@ -80,6 +80,15 @@ def test_timing_must_be_stream_or_step():
         RunConfig(model=tiny(), timing="both").validate()
 
 
+def test_the_mode_header_names_stream_timing_only():
+    from domino_prof.reference_model.train import _header
+
+    stream = RunConfig(model=tiny(), tp=1, modes=("tp",), timing="stream").validate()
+    step = RunConfig(model=tiny(), tp=1, modes=("tp",)).validate()
+    assert ", timed back to back (--timing stream)" in _header(stream, "tp")
+    assert "timed back to back" not in _header(step, "tp")
+
+
 def test_step_marks_on_cpu_are_the_host_clock(monkeypatch):
     from domino_prof.reference_model import train
 

@@ -437,6 +437,7 @@ def _header(cfg: RunConfig, mode: str) -> str:
         f"mbs {cfg.mbs}, splits {_splits_text(cfg, mode)}, "
         f"{cfg.device}/{cfg.dtype}{', CUDA graphs' if cfg.cuda_graphs else ''}"
         f"{', compiled' if cfg.compile else ''}"
+        f"{', timed back to back (--timing stream)' if cfg.timing == 'stream' else ''}"
         f"{', rank 0 of tp ' + str(cfg.tp) + ', emulated comm' if cfg.emulated else ''}"
     )
 
@@ -506,8 +507,9 @@ def run_modes(cfg: RunConfig, *, device, out: Path, comm_group=None) -> dict:
                 say(f"[domino-prof] warm-up ({cfg.warmup_steps} steps per mode): {k}/"
                     f"{len(runs)} modes done, {_dur(now - t0)}")  # fmt: skip
         say(
-            f"[domino-prof] timed: {len(sizes)} blocks of {cfg.block_steps} steps per mode, "
-            f"modes interleaved block by block"
+            f"[domino-prof] timed: {len(sizes)} blocks of {cfg.block_steps} steps per mode"
+            f"{' (back to back: --timing stream)' if cfg.timing == 'stream' else ''}, modes "
+            "interleaved block by block"
         )
         progress = _Progress(say, units=len(sizes) * len(runs), steps=cfg.timed_steps)
         for i, n in enumerate(sizes):
