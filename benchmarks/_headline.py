@@ -50,12 +50,17 @@ def shape_json(cfg) -> dict:
 
 
 def run_config(a, modes: tuple[str, ...], **fields):
-    """run's RunConfig for the parsed shape options ``a`` and ``modes``."""
+    """run's RunConfig for the parsed shape options ``a`` and ``modes``, with its attention
+    kernel set process-wide (``units.set_attention``), as run's worker sets it before it
+    builds a mode."""
+    from domino_prof.reference_model import units
     from domino_prof.reference_model.config import RunConfig
 
-    return RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
-                                  seq=a.seq, mbs=a.mbs, comm=a.comm, modes=modes,
-                                  **fields)  # fmt: skip
+    cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
+                                 seq=a.seq, mbs=a.mbs, comm=a.comm, modes=modes,
+                                 **fields)  # fmt: skip
+    units.set_attention(cfg.attention)
+    return cfg
 
 
 def abab(mr, sides: dict, pairs: int) -> dict:

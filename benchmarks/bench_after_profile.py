@@ -46,12 +46,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
     device = headline_device(a)
     cfg = run_config(a, (a.mode,), profile_steps=2)
-    units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)
     for _ in range(3):
         mr.one_step()

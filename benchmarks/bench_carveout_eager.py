@@ -55,13 +55,11 @@ def main(argv=None) -> int:
 
     import torch
 
-    from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
     device = headline_device(a)
     cuda = device.type == "cuda"
     cfg = run_config(a, tuple(a.modes.split(",")))
-    units.set_attention(cfg.attention)
     print(f"{shape_text(cfg)}, eager; {device_name(device)}")
     report = {"config": shape_json(cfg), "device": device_name(device), "modes": {}}
     for mode in cfg.modes:

@@ -126,7 +126,6 @@ def main(argv=None) -> int:
     cuda = device.type == "cuda"
 
     cfg = run_config(a, tuple(a.modes.split(",")))
-    units.set_attention(cfg.attention)
     units.attention_kernel(device, torch.bfloat16)
     units.set_rope("triton")
     if units.rope_kernel(device) != "triton":

@@ -164,14 +164,12 @@ def main(argv=None) -> int:
 
     import torch
 
-    from domino_prof.reference_model import units
     from domino_prof.reference_model.executor import SegmentExecutor
     from domino_prof.reference_model.train import ModeRun, host_probe
 
     device = headline_device(a)
     cuda = device.type == "cuda"
     cfg = run_config(a, (a.mode,))
-    units.set_attention(cfg.attention)
     marks = Marks(cuda, a.all)
     run = SegmentExecutor.run
 

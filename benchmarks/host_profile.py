@@ -67,12 +67,10 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", action="store_true", help="also the aten ops by site")
     a = ap.parse_args(argv)
 
-    from domino_prof.reference_model import units
     from domino_prof.reference_model.train import ModeRun
 
     device = headline_device(a)
     cfg = run_config(a, (a.mode,))
-    units.set_attention(cfg.attention)
     mr = ModeRun(cfg, a.mode, device=device)
     for _ in range(3):
         mr.one_step()
