@@ -79,6 +79,27 @@ def classes(trace: dict, steps: int) -> dict[str, float]:
     return {k: c[k] / 1e3 / n for k in CLASSES}
 
 
+def _device_ops(trace: dict):
+    """The trace's device events: complete (``X``) kernels and memory ops, with their
+    category."""
+    for e in trace.get("traceEvents", []):
+        cat = e.get("cat")
+        if e.get("ph") == "X" and (cat == "kernel" or cat in _MEMORY):
+            yield e, cat
+
+
+def _union_us(ivs: list[tuple[float, float]]) -> float:
+    """The length of the union of sorted intervals (start, end)."""
+    union, lo, hi = 0.0, None, None
+    for s0, s1 in ivs:
+        if hi is None or s0 > hi:
+            union += 0.0 if hi is None else hi - lo
+            lo, hi = s0, s1
+        else:
+            hi = max(hi, s1)
+    return union + (0.0 if hi is None else hi - lo)
+
+
 def device_classes(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
     """--split's classes: ``{class: (ms per step, events per step)}`` over kernels and
     memory ops (:data:`SPLIT_CLASSES`), and ``"gaps"``: (ms per step of idle under
@@ -86,10 +107,7 @@ def device_classes(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
     t: collections.Counter = collections.Counter()
     n: collections.Counter = collections.Counter()
     by_stream: dict = collections.defaultdict(list)
-    for e in trace.get("traceEvents", []):
-        cat = e.get("cat")
-        if e.get("ph") != "X" or (cat != "kernel" and cat not in _MEMORY):
-            continue
+    for e, cat in _device_ops(trace):
         c = _MEMORY.get(cat) or kernel_class(str(e.get("name", "")))
         ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
         t[c] += dur
@@ -113,25 +131,14 @@ def concurrent_ms(trace: dict, steps: int) -> float:
     device: the time kernels of several streams ran at once (``--mb-streams 2``, a side
     stream), which the classes' sums count once per kernel."""
     by_dev: dict = collections.defaultdict(list)
-    for e in trace.get("traceEvents", []):
-        cat = e.get("cat")
-        if e.get("ph") != "X" or (cat != "kernel" and cat not in _MEMORY):
-            continue
+    for e, _cat in _device_ops(trace):
         ts = float(e.get("ts", 0.0))
         by_dev[(e.get("pid"), (e.get("args") or {}).get("device"))].append(
             (ts, ts + float(e.get("dur", 0.0))))
     over = 0.0
     for ivs in by_dev.values():
         ivs.sort()
-        union, lo, hi = 0.0, None, None
-        for s0, s1 in ivs:
-            if hi is None or s0 > hi:
-                union += 0.0 if hi is None else hi - lo
-                lo, hi = s0, s1
-            else:
-                hi = max(hi, s1)
-        union += 0.0 if hi is None else hi - lo
-        over += sum(b - a for a, b in ivs) - union
+        over += sum(b - a for a, b in ivs) - _union_us(ivs)
     return over / 1e3 / steps
 
 
@@ -158,10 +165,7 @@ def by_name(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
     :func:`short_name`) and memory ops (``gpu_memcpy``, ``gpu_memset``)."""
     t: collections.Counter = collections.Counter()
     n: collections.Counter = collections.Counter()
-    for e in trace.get("traceEvents", []):
-        cat = e.get("cat")
-        if e.get("ph") != "X" or (cat != "kernel" and cat not in _MEMORY):
-            continue
+    for e, cat in _device_ops(trace):
         k = short_name(str(e.get("name", ""))) if cat == "kernel" else cat
         t[k] += float(e.get("dur", 0.0))
         n[k] += 1
@@ -169,20 +173,15 @@ def by_name(trace: dict, steps: int) -> dict[str, tuple[float, float]]:
 
 
 def span_busy(trace: dict, steps: int) -> tuple[float, float, float]:
-    """(span, busy, summed) kernel ms per step: first kernel start to last kernel end,
-    the union of the kernels' intervals, and their durations' sum."""
+    """(span, busy, summed) kernel ms per step: the first kernel's start to the end of the
+    last kernel to start, the union of the kernels' intervals, and their durations' sum."""
     ks = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
-                for e in trace.get("traceEvents", [])
-                if e.get("ph") == "X" and e.get("cat") == "kernel")  # fmt: skip
+                for e, cat in _device_ops(trace) if cat == "kernel")  # fmt: skip
     if not ks:
         return 0.0, 0.0, 0.0
-    busy, end = 0.0, ks[0][0]
-    for s0, s1 in ks:
-        if s1 > end:
-            busy += s1 - max(s0, end)
-            end = s1
+    span = ks[-1][1] - ks[0][0]
     total = sum(s1 - s0 for s0, s1 in ks)
-    return tuple(x / 1e3 / steps for x in (ks[-1][1] - ks[0][0], busy, total))
+    return tuple(x / 1e3 / steps for x in (span, _union_us(ks), total))
 
 
 def name_rows(a: dict, b: dict, top: int = 40) -> list[tuple]:
