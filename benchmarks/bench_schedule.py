@@ -258,9 +258,10 @@ def abab(cfg, inp, tgt, *, pairs: int, block: int, splits, dev, dtype, warmup) -
     """Each of ABAB_PAIRS timed side by side: both steps built and warmed up, then
     ``pairs`` times a block of ``block`` synchronised steps of A and one of B, each after
     one untimed step (B first in odd pairs, so neither always runs second); a pair's
-    ratio is B's median step over A's. The GPU's and the host's drifts over a call (one H100, 2026-12-07: tp graphs
-    77.4 and 83.2 ms in two runs of this benchmark a minute apart) then hit both sides of
-    a pair, where rows run one after the other carry them into the ratio. Returns
+    ratio is B's median step over A's. The GPU's and the host's drifts over a call (one
+    H100, 2026-12-07: tp graphs 77.4 and 83.2 ms in two runs of this benchmark a minute
+    apart) then hit both sides of a pair, where rows run one after the other carry them
+    into the ratio. Returns
     {name: {a_ms, b_ms (medians of the blocks' medians), ratio min / median / max,
     ratios}}."""
     out = {}

@@ -165,7 +165,7 @@ def test_by_name_two_traces_hand_worked(tmp_path):
     b = {"traceEvents": [_at("nvjet_tst<2>(y)", 0, 60), _at("nvjet_tst<2>(y)", 60, 60),
                          _at("Memcpy DtoD", 120, 10, "gpu_memcpy"),
                          _at("sdpa_fprop", 130, 70), _at("sdpa_fprop", 210, 70),
-                         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 999}]}  # fmt: skip
+                         _at("aten::mm", 0, 999, "cpu_op")]}  # not a device event  # fmt: skip
     ta, tb = m.by_name(a, 1), m.by_name(b, 1)
     assert ta == {"nvjet_tst": (0.1, 1.0), "sdpa_fprop": (0.1, 1.0)}
     assert tb == {"nvjet_tst": (0.12, 2.0), "gpu_memcpy": (0.01, 1.0), "sdpa_fprop": (0.14, 2.0)}
