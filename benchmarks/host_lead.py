@@ -113,28 +113,54 @@ def summarize(leads: list[tuple], starved_ms: float) -> dict:
     return out
 
 
-def stream_steps(mr, marks: Marks, a, host_probe) -> list[dict]:
+def _sync(cuda: bool) -> None:
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _rows(leads: list[tuple]) -> list[list]:
+    """The marks as the JSON keeps them: [key, host ms, gpu ms, lead ms]."""
+    return [[list(k), h, g, d] for k, h, g, d in leads]
+
+
+def synced_steps(mr, marks: Marks, a) -> list[dict]:
+    """``a.steps`` steps as run's ``--timing step`` times them: each alone, the device
+    drained before it and after it (its loss read); a step's wall and marks from its own
+    start, a host probe after each."""
+    from domino_prof.reference_model.train import host_probe
+
+    out = []
+    for _ in range(a.steps):
+        _sync(marks.cuda)
+        marks.start()
+        issued, _cpu = mr.one_step()  # its loss read syncs the host with the step's end
+        _sync(marks.cuda)
+        wall = (time.perf_counter() - marks.t0) * 1e3
+        leads = marks.leads()
+        out.append({"wall_ms": wall, "issue_ms": issued, "probe_ms": host_probe(),
+                    "phases": summarize(leads, a.starved_ms), "marks": _rows(leads)})
+    return out
+
+
+def stream_steps(mr, marks: Marks, a) -> list[dict]:
     """``--stream``: ``a.steps`` steps issued back to back (no loss read between them, as
     ``run --timing stream``), one clock for all: a mark after each step's issue ends it.
     A step's wall is the device time from the previous step's end mark (the first: the
     drained start) to its own (CPU: the host's); its host probe is the one after the
     block, as run's."""
-    import torch
+    from domino_prof.reference_model.train import host_probe
 
-    if marks.cuda:
-        torch.cuda.synchronize()
+    _sync(marks.cuda)
     marks.start()
-    bounds, issues, losses = [0], [], []
+    bounds, issues = [0], []
     for i in range(a.steps):
-        issued, _cpu, loss = mr._issue_step()
+        issued, _cpu, _loss = mr._issue_step()
         marks.mark(("end", i, 0), force=True)
         bounds.append(len(marks.rows))
         issues.append(issued)
-        losses.append(loss)
-    if marks.cuda:
-        torch.cuda.synchronize()
-    for x in losses:
-        float(x)
+    _sync(marks.cuda)
     probe = host_probe()
     leads = marks.leads()
     col = 2 if marks.cuda else 1  # the end marks' device (CUDA) or host clock
@@ -144,7 +170,7 @@ def stream_steps(mr, marks: Marks, a, host_probe) -> list[dict]:
         end = part[-1][col]
         out.append({"wall_ms": end - prev, "issue_ms": issues[i], "probe_ms": probe,
                     "phases": summarize(part[:-1], a.starved_ms),
-                    "marks": [[list(k), h, g, d] for k, h, g, d in part[:-1]]})  # fmt: skip
+                    "marks": _rows(part[:-1])})  # fmt: skip
         prev = end
     return out
 
@@ -162,10 +188,8 @@ def main(argv=None) -> int:
                     "from the first step's start; a step's wall from the previous one's end)")
     a = ap.parse_args(argv)
 
-    import torch
-
     from domino_prof.reference_model.executor import SegmentExecutor
-    from domino_prof.reference_model.train import ModeRun, host_probe
+    from domino_prof.reference_model.train import ModeRun
 
     device = headline_device(a)
     cuda = device.type == "cuda"
@@ -181,19 +205,7 @@ def main(argv=None) -> int:
     mr = ModeRun(cfg, a.mode, device=device)
     for _ in range(3):
         mr.one_step()
-    steps = stream_steps(mr, marks, a, host_probe) if a.stream else []
-    for _ in range(0 if a.stream else a.steps):
-        if cuda:
-            torch.cuda.synchronize(device)
-        marks.start()
-        issued, _cpu = mr.one_step()  # its loss read syncs the host with the step's end
-        if cuda:
-            torch.cuda.synchronize(device)
-        wall = (time.perf_counter() - marks.t0) * 1e3
-        leads = marks.leads()
-        steps.append({"wall_ms": wall, "issue_ms": issued, "probe_ms": host_probe(),
-                      "phases": summarize(leads, a.starved_ms),
-                      "marks": [[list(k), h, g, d] for k, h, g, d in leads]})  # fmt: skip
+    steps = (stream_steps if a.stream else synced_steps)(mr, marks, a)
     print(f"{shape_text(cfg)}, {a.mode} eager{', steps back to back' if a.stream else ''}, "
           f"marks at "
           f"{'every segment' if a.all else 'the core segments'} (lead = GPU time - host time "
