@@ -117,10 +117,9 @@ def host_speed_note(run: dict) -> str | None:
     each block under ``--timing stream``: ``train.host_probe``) with a 90th / 10th
     percentile ratio of HOST_SPEED_SPREAD or more. A host-bound (eager) step's time
     moves with the host, so such a run's eager figures say as much about the host as
-    about the schedule. None otherwise, for a
-    CPU run (the ranks and gloo share the cores the probe runs on), for a
-    ``--cuda-graphs`` run (its steps replay graphs: the host is off them) and for runs
-    from before the probe."""
+    about the schedule. None otherwise, for a CPU run (the ranks and gloo share the cores
+    the probe runs on), for a ``--cuda-graphs`` run (its steps replay graphs: the host is
+    off them) and for runs from before the probe."""
     cfg = run.get("config") or {}
     if cfg.get("device") != "cuda" or cfg.get("cuda_graphs"):
         return None
