@@ -150,3 +150,26 @@ def test_one_file_frame_shares_its_columns_and_two_files_are_concatenated(tmp_pa
         assert both[col].tolist() == p0.ints[col].tolist() + p1.ints[col].tolist()
         assert not np.shares_memory(both[col].to_numpy(), p0.ints[col])
     assert one["ts"].tolist() == p0.ints["ts"].tolist()
+
+
+def test_several_bad_files_name_the_first_with_its_problem_and_the_next_ones(tmp_path):
+    """Several bad files (e.g. every task a dying Dask worker held): the error is the
+    first's, and names the next three; more than that ends in '...'."""
+    from domino_prof.trace.loader import MORE_NAMED, sort_results
+    from domino_prof.trace.read import FileError
+
+    bad = [FileError(str(tmp_path / f"rank{i}.json"), f"problem {i}", "fix it")
+           for i in range(6)]  # fmt: skip
+    r = [str(tmp_path / f"rank{i}.json") for i in range(6)]
+    with pytest.raises(TraceError) as e:
+        sort_results(tmp_path, [], bad[:3], is_dir=True, skip_bad=False)
+    assert str(e.value) == (f"{r[0]}: problem 0 (and 2 more bad: {r[1]}, {r[2]}); fix it "
+                            "(or use --skip-bad to skip bad files)")  # fmt: skip
+    assert MORE_NAMED == 3
+    with pytest.raises(TraceError) as e:
+        sort_results(tmp_path, [], bad, is_dir=False, skip_bad=False)
+    assert str(e.value) == (f"{r[0]}: problem 0 (and 5 more bad: {r[1]}, {r[2]}, {r[3]}, "
+                            "...); fix it")  # fmt: skip
+    with pytest.raises(TraceError) as e:  # one bad file: as before
+        sort_results(tmp_path, [], bad[:1], is_dir=False, skip_bad=False)
+    assert str(e.value) == f"{r[0]}: problem 0; fix it"

@@ -143,20 +143,31 @@ def trace_files(
     return p, files, True
 
 
+MORE_NAMED = 3  # sort_results: the other bad files named beside the first
+
+
 def sort_results(
     p: Path, files: list[Path], results: list, *, is_dir: bool, skip_bad: bool
 ) -> tuple[list, list[tuple[str, str]]]:
     """Split per-file results into the good ones and ``skipped`` (path, why): a bad
-    file is a TraceError naming it (and the fix) unless ``skip_bad`` in a directory;
-    no good file at all is one too. Other JSON files beside Kineto-named ones are
-    listed as skipped (not read), so that nothing is left out silently."""
+    file is a TraceError naming it (and the fix; the other bad files, if any, by name)
+    unless ``skip_bad`` in a directory; no good file at all is one too. Other JSON files
+    beside Kineto-named ones are listed as skipped (not read), so that nothing is left out
+    silently."""
+    bad = [r for r in results if isinstance(r, FileError)]
+    if bad and not (is_dir and skip_bad):
+        # the first bad file with its problem, the next MORE_NAMED by name: several can
+        # fail at once for one cause (a Dask worker that dies fails every task it held,
+        # the file that killed it among them, in no fixed order)
+        first, rest = bad[0], bad[1:]
+        also = (f" (and {len(rest)} more bad: {', '.join(r.path for r in rest[:MORE_NAMED])}"
+                f"{', ...' if len(rest) > MORE_NAMED else ''})" if rest else "")  # fmt: skip
+        hint = first.fix + (" (or use --skip-bad to skip bad files)" if is_dir else "")
+        raise TraceError(first.path, first.problem + also, hint)
     good: list = []
     skipped: list[tuple[str, str]] = []
     for r in results:
         if isinstance(r, FileError):
-            if not (is_dir and skip_bad):
-                hint = r.fix + (" (or use --skip-bad to skip bad files)" if is_dir else "")
-                raise TraceError(r.path, r.problem, hint)
             skipped.append((r.path, r.problem))
         else:
             good.append(r)
