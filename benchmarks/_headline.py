@@ -6,14 +6,20 @@ the ABAB loop of one runner under two settings."""
 
 from __future__ import annotations
 
+# the headline shape on CUDA; --device cpu's dry run (emulated collectives need a GPU)
+SHAPE_DEFAULTS = {"cuda": {"model": "llama3-3b", "tp": 8, "seq": 4096, "comm": "emulate"},
+                  "cpu": {"model": "tiny", "tp": 1, "seq": 64, "comm": "gloo"}}  # fmt: skip
+
 
 def add_shape_args(ap) -> None:
-    ap.add_argument("--model", default="llama3-3b")
+    """The shape options; --model, --tp, --seq and --comm default by --device
+    (``SHAPE_DEFAULTS``; :func:`run_config` fills them in)."""
+    ap.add_argument("--model", default=None, help="default llama3-3b (CPU: tiny)")
     ap.add_argument("--layers", type=int, default=0)
-    ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--tp", type=int, default=None, help="default 8 (CPU: 1)")
+    ap.add_argument("--seq", type=int, default=None, help="default 4096 (CPU: 64)")
     ap.add_argument("--mbs", type=int, default=2)
-    ap.add_argument("--comm", default="emulate")
+    ap.add_argument("--comm", default=None, help="default emulate (CPU: gloo)")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run (tiny model, tp 1, gloo)")
 
 
@@ -56,6 +62,10 @@ def run_config(a, modes: tuple[str, ...], **fields):
     from domino_prof.reference_model import units
     from domino_prof.reference_model.config import RunConfig
 
+    dflt = SHAPE_DEFAULTS["cuda" if a.device == "cuda" else "cpu"]
+    for k, v in dflt.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
     cfg = RunConfig.from_options(device=a.device, model=a.model, layers=a.layers, tp=a.tp,
                                  seq=a.seq, mbs=a.mbs, comm=a.comm, modes=modes,
                                  **fields)  # fmt: skip

@@ -182,11 +182,16 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--all", action="store_true", help="a mark at every segment")
     ap.add_argument("--starved-ms", type=float, default=0.05)
-    ap.add_argument("--out", default="", help="write the marks and summaries as JSON")
+    ap.add_argument("--out", default="", help="write the marks and summaries as JSON (a "
+                    "folder: host_lead.json in it)")
     ap.add_argument("--stream", action="store_true",
                     help="the steps back to back, as run --timing stream times them (leads "
                     "from the first step's start; a step's wall from the previous one's end)")
     a = ap.parse_args(argv)
+    if a.out and Path(a.out).is_dir():
+        a.out = str(Path(a.out) / "host_lead.json")
+    if a.out and not Path(a.out).resolve().parent.is_dir():
+        ap.error(f"--out {a.out}: its folder does not exist; make it or name another")
 
     from domino_prof.reference_model.executor import SegmentExecutor
     from domino_prof.reference_model.train import ModeRun

@@ -54,13 +54,14 @@ def test_cpu_dry_run_back_to_back(tmp_path, capsys) -> None:
     """--stream: the steps issued back to back on one clock; each step's marks are its
     own (the end marks that split them are not among them), and its wall runs from the
     previous step's end to its own, on CPU the host's clock: the walls add up to the
-    last step's end."""
-    out = tmp_path / "hl.json"
-    rc = hl.main(["--device", "cpu", "--model", "tiny", "--tp", "1", "--comm", "gloo",
-                  "--seq", "64", "--mode", "domino", "--steps", "3", "--stream",
-                  "--out", str(out)])  # fmt: skip
+    last step's end. ``--device cpu`` alone gives the dry run's shape (tiny, tp 1, gloo,
+    seq 64: _headline.SHAPE_DEFAULTS), and ``--out`` a folder writes host_lead.json in it."""
+    rc = hl.main(["--device", "cpu", "--mode", "domino", "--steps", "3", "--stream",
+                  "--out", str(tmp_path)])  # fmt: skip
     assert rc == 0
-    steps = json.loads(out.read_text())["steps"]
+    d = json.loads((tmp_path / "host_lead.json").read_text())
+    assert d["shape"] == "tiny, 2 layers, TP 1 (gloo), seq 64, mbs 2"
+    steps = d["steps"]
     assert len(steps) == 3
     for s in steps:
         keys = [m[0][0] for m in s["marks"]]
@@ -70,3 +71,11 @@ def test_cpu_dry_run_back_to_back(tmp_path, capsys) -> None:
     assert steps[1]["marks"][0][1] > steps[0]["wall_ms"]
     assert steps[2]["marks"][0][1] > steps[0]["wall_ms"] + steps[1]["wall_ms"]
     assert "steps back to back" in capsys.readouterr().out
+
+
+def test_out_in_a_missing_folder_is_one_line(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        hl.main(["--device", "cpu", "--out", str(tmp_path / "no" / "hl.json")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith("hl.json: its folder does not exist; make it or name another")
