@@ -86,7 +86,11 @@ class TokenSource:
         else:
             start = (step * n) % max(1, len(self.tokens) - n)
             t = self.tokens[start : start + n].view(c.mbs, c.seq + 1)
-        t = t.to(self.device)
+        if self.device.type == "cuda":
+            # pinned and non_blocking: a copy from pageable memory makes the host wait for
+            # the stream to drain (torch synchronizes after it), so the next step's issue
+            # could not start while the device still runs this one (--timing stream)
+            t = t.pin_memory().to(self.device, non_blocking=True)
         return t[:, :-1], t[:, 1:]
 
 
