@@ -81,3 +81,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(
         key=lambda it: (last if units[it] == "ranks" else rank.get(units[it], len(rank)), order[it])
     )
+
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop a --dist loadgroup run whose xdist cannot group (before any test runs, in the
+    controller: one line). xdist 3.8 passes an item's group to its scheduler by renaming
+    the item through the ``_nodeid`` field ("...::test@ranks"); pytest 9.2's structured
+    node ids no longer read it (pytest-dev/pytest-xdist#1386), so every group above is
+    silently dropped and the rank-process tests run on both workers at once. pyproject's
+    test extra pins pytest below 9.2."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("dist", "no") != "loadgroup":
+        return
+    import xdist
+
+    if _version(pytest.__version__) >= (9, 2) and _version(xdist.__version__) <= (3, 8, 0):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} ignores "
+            "--dist loadgroup's groups (pytest-dev/pytest-xdist#1386): install the test "
+            "extra's pytest (pip install -e '.[test]', pytest<9.2)"
+        )
