@@ -73,24 +73,28 @@ def run_config(a, modes: tuple[str, ...], **fields):
     return cfg
 
 
-def abab(mr, sides: dict, pairs: int) -> dict:
-    """One runner's eager steps under two settings, alternating step by step (A B, then B
-    A, ...), so the host's speed, which on the lent GPU hosts changes about 2x within a
+def abab(mr, sides: dict, pairs: int, block: int = 1) -> dict:
+    """One runner's eager steps under two settings, alternating block by block (A B, then
+    B A, ...), so the host's speed, which on the lent GPU hosts changes about 2x within a
     run (reports/emulated-h100-2026-12-07d), is the same for the two halves of a pair.
     ``sides``: {name: a callable that puts the setting in force}, two of them; each
-    half is run's own timed step (``ModeRun.timed_block(1)``: synchronised, a host probe
-    after it). Returns {name: {wall, issue, cpu, probe: [ms per pair]}}."""
+    half is run's own timed block of ``block`` steps (``ModeRun.timed_block``: one step,
+    synchronised, a host probe after it, by default). Returns {name: {wall, issue, cpu,
+    probe: [ms per pair]}}: of each half, the median of its steps' walls, issues and CPU
+    times and the mean of its probes (one step: that step's)."""
+    import statistics
+
     kinds = tuple(sides)
     res = {k: {"wall": [], "issue": [], "cpu": [], "probe": []} for k in kinds}
     for i in range(pairs):
         for kind in kinds if i % 2 == 0 else kinds[::-1]:
             sides[kind]()
-            mr.timed_block(1)
+            mr.timed_block(block)
             r = res[kind]
-            r["wall"].append(mr.blocks[-1][0])
-            r["issue"].append(mr.issue_blocks[-1][0])
-            r["cpu"].append(mr.issue_cpu_blocks[-1][0])
-            r["probe"].append(mr.probe_blocks[-1][0])
+            r["wall"].append(statistics.median(mr.blocks[-1]))
+            r["issue"].append(statistics.median(mr.issue_blocks[-1]))
+            r["cpu"].append(statistics.median(mr.issue_cpu_blocks[-1]))
+            r["probe"].append(statistics.fmean(mr.probe_blocks[-1]))
     return res
 
 

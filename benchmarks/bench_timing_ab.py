@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _headline import (
+    abab,
     add_shape_args,
     device_name,
     headline_device,
@@ -46,18 +47,16 @@ FAST = 1.25  # a pair is at the fast level when both probes are within this of t
 
 
 def pairs_of(mr, cfg, pairs: int, block: int) -> dict:
-    """``pairs`` pairs of blocks of ``mr``'s steps, one timed each way, the order flipped
-    every pair (step stream, stream step, ...). Returns {timing: {"ms": [block median],
-    "probe": [block mean probe]}}, one entry per pair."""
-    res = {t: {"ms": [], "probe": []} for t in TIMINGS}
-    for i in range(pairs):
-        for t in TIMINGS if i % 2 == 0 else TIMINGS[::-1]:
-            mr.cfg = dataclasses.replace(cfg, timing=t)
-            mr.timed_block(block)
-            res[t]["ms"].append(statistics.median(mr.blocks[-1]))
-            res[t]["probe"].append(statistics.fmean(mr.probe_blocks[-1]))
-    mr.cfg = cfg
-    return res
+    """``pairs`` pairs of blocks of ``mr``'s steps, one timed each way (``_headline.abab``:
+    step stream, stream step, ...), the runner's own config back after them. Returns
+    {timing: {"wall": [block median ms], "probe": [block mean probe], ...}}, one entry per
+    pair."""
+    sides = {t: (lambda t=t: setattr(mr, "cfg", dataclasses.replace(cfg, timing=t)))
+             for t in TIMINGS}  # fmt: skip
+    try:
+        return abab(mr, sides, pairs, block)
+    finally:
+        mr.cfg = cfg
 
 
 def host_syncs(mr) -> list[str] | None:
@@ -87,7 +86,7 @@ def summary(res: dict) -> dict:
     """Medians of each timing's block ms and probes, the stream / step ratios over all
     pairs, and over the fast-level pairs (None when there are none)."""
     step, stream = res["step"], res["stream"]
-    ratios = [b / a for a, b in zip(step["ms"], stream["ms"])]
+    ratios = [b / a for a, b in zip(step["wall"], stream["wall"])]
     fastest = min(step["probe"] + stream["probe"])
     fast = [i for i, (p, q) in enumerate(zip(step["probe"], stream["probe"]))
             if max(p, q) <= FAST * fastest]  # fmt: skip
@@ -97,8 +96,8 @@ def summary(res: dict) -> dict:
             return None
         r = [ratios[i] for i in idx]
         return {"pairs": len(idx),
-                "step_ms": statistics.median(step["ms"][i] for i in idx),
-                "stream_ms": statistics.median(stream["ms"][i] for i in idx),
+                "step_ms": statistics.median(step["wall"][i] for i in idx),
+                "stream_ms": statistics.median(stream["wall"][i] for i in idx),
                 "ratio_min": min(r), "ratio_median": statistics.median(r),
                 "ratio_max": max(r)}  # fmt: skip
 

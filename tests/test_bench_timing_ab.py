@@ -26,6 +26,7 @@ class FakeRun:
     def __init__(self, cfg, script):
         self.cfg, self.script = cfg, script  # script: [(timing, step ms list, probes)]
         self.blocks, self.probe_blocks, self.seen = [], [], []
+        self.issue_blocks, self.issue_cpu_blocks = [], []
 
     def timed_block(self, n):
         timing, ms, probes = self.script[len(self.seen)]
@@ -33,6 +34,8 @@ class FakeRun:
         self.seen.append(self.cfg.timing)
         self.blocks.append(ms)
         self.probe_blocks.append(probes)
+        self.issue_blocks.append(ms[:1])  # as --timing stream keeps it: the first step's
+        self.issue_cpu_blocks.append(ms[:1])
 
 
 def test_pairs_alternate_and_keep_block_medians() -> None:
@@ -43,15 +46,15 @@ def test_pairs_alternate_and_keep_block_medians() -> None:
     res = ab.pairs_of(run, cfg, pairs=2, block=3)
     assert run.seen == ["step", "stream", "stream", "step"]  # A B, then B A
     assert run.cfg is cfg  # the runner's own config back after the pairs
-    assert res["step"] == {"ms": [11, 23], "probe": [1.0, 3.0]}
-    assert res["stream"] == {"ms": [9, 20], "probe": [1.2, 2.0]}
+    assert (res["step"]["wall"], res["step"]["probe"]) == ([11, 23], [1.0, 3.0])
+    assert (res["stream"]["wall"], res["stream"]["probe"]) == ([9, 20], [1.2, 2.0])
 
 
 def test_summary_hand_worked() -> None:
     # pair ratios 0.9, 0.8, 1.0; fastest probe 0.5: pairs whose both probes are <= 0.625
     # are at the fast level: pair 0 (0.5, 0.6) and pair 2 (0.55, 0.62); pair 1 has 1.1
-    res = {"step": {"ms": [100.0, 120.0, 90.0], "probe": [0.5, 1.1, 0.55]},
-           "stream": {"ms": [90.0, 96.0, 90.0], "probe": [0.6, 0.6, 0.62]}}  # fmt: skip
+    res = {"step": {"wall": [100.0, 120.0, 90.0], "probe": [0.5, 1.1, 0.55]},
+           "stream": {"wall": [90.0, 96.0, 90.0], "probe": [0.6, 0.6, 0.62]}}  # fmt: skip
     s = ab.summary(res)
     a, f = s["all"], s["fast"]
     assert (a["pairs"], a["step_ms"], a["stream_ms"]) == (3, 100.0, 90.0)
@@ -60,7 +63,7 @@ def test_summary_hand_worked() -> None:
     assert (f["ratio_min"], f["ratio_max"]) == pytest.approx((0.9, 1.0))
     assert s["fastest_probe_ms"] == 0.5 and s["step_probe_ms"] == 0.55
     # no pair at the fast level: said, not a summary of nothing
-    slow = {"step": {"ms": [1.0], "probe": [0.5]}, "stream": {"ms": [1.0], "probe": [1.0]}}
+    slow = {"step": {"wall": [1.0], "probe": [0.5]}, "stream": {"wall": [1.0], "probe": [1.0]}}
     assert ab.summary(slow)["fast"] is None
     assert "no pair" in ab._line("fast", None)
 
@@ -71,7 +74,7 @@ def test_cpu_dry_run(tmp_path, capsys) -> None:
                     "--warmup", "1", "--json", str(out)]) == 0  # fmt: skip
     d = json.loads(out.read_text())
     pairs = d["modes"]["nocomm"]["pairs"]
-    assert [len(pairs[t]["ms"]) for t in ("step", "stream")] == [1, 1]
-    assert all(pairs[t]["ms"][0] > 0 for t in ("step", "stream"))
+    assert [len(pairs[t]["wall"]) for t in ("step", "stream")] == [1, 1]
+    assert all(pairs[t]["wall"][0] > 0 for t in ("step", "stream"))
     assert d["shape"]["tp"] == 1 and d["shape"]["comm"] == "gloo"
     assert "--timing step against stream" in capsys.readouterr().out
