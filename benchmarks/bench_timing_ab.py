@@ -59,10 +59,26 @@ def pairs_of(mr, cfg, pairs: int, block: int) -> dict:
         mr.cfg = cfg
 
 
+# the text of the warning torch's sync debug mode gives at each synchronizing call
+# (c10/cuda: warn_or_error_on_sync); setting the mode also warns once a process that it
+# "does not yet detect all synchronizing operations", which is not a sync: the first mode
+# this benchmark checked showed it as one (torch/cuda/__init__.py, set_sync_debug_mode's
+# line; reports/emulated-h100-2026-12-07i)
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def sync_sites(caught) -> list[str]:
+    """``file:line`` of each recorded warning that is a synchronizing call's
+    (:data:`SYNC_WARNING`), in order; every other warning is left out."""
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught
+            if SYNC_WARNING in str(w.message)]  # fmt: skip
+
+
 def host_syncs(mr) -> list[str] | None:
     """Where one issued step (``ModeRun._issue_step``: no loss read) makes the host wait
     for the device: the ``file:line`` of each synchronizing CUDA call torch's sync debug
-    mode warns of. A streamed block is only streamed if this is empty. None on CPU."""
+    mode warns of (:func:`sync_sites`). A streamed block is only streamed if this is
+    empty. None on CPU."""
     import warnings
 
     import torch
@@ -78,8 +94,7 @@ def host_syncs(mr) -> list[str] | None:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
-    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught
-            if "synchronizing" in str(w.message)]  # fmt: skip
+    return sync_sites(caught)
 
 
 def summary(res: dict) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import warnings
 
 import pytest
 import script_module
@@ -66,6 +67,24 @@ def test_summary_hand_worked() -> None:
     slow = {"step": {"wall": [1.0], "probe": [0.5]}, "stream": {"wall": [1.0], "probe": [1.0]}}
     assert ab.summary(slow)["fast"] is None
     assert "no pair" in ab._line("fast", None)
+
+
+def test_sync_sites_keep_only_synchronizing_calls() -> None:
+    # torch's two warnings under the sync debug mode: a synchronizing call's, and the
+    # notice that setting the mode gives once a process (its text has "synchronizing"
+    # too: it was counted as a sync of the first mode checked)
+    def warning(text, where, line):
+        return warnings.WarningMessage(UserWarning(text), UserWarning, where, line)
+
+    caught = [
+        warning("Synchronization debug mode is a prototype feature and does not yet detect "
+                "all synchronizing operations", "/t/torch/cuda/__init__.py", 1270),
+        warning("called a synchronizing CUDA operation", "/w/domino_prof/train.py", 131),
+        warning("an unrelated warning", "/w/x.py", 1),
+        warning("called a synchronizing CUDA operation", "/w/emulate.py", 601),
+    ]
+    assert ab.sync_sites(caught) == ["train.py:131", "emulate.py:601"]
+    assert ab.sync_sites(caught[:1]) == []
 
 
 def test_cpu_dry_run(tmp_path, capsys) -> None:
