@@ -175,10 +175,12 @@ def _knob_flags(cfg: dict) -> list[str]:
         parts.append("--high-priority-comm")
     elif cfg.get("device") == "cuda":  # on by default on CUDA since 2026-12-07: say it was off
         parts.append("--no-high-priority-comm")
-    # run.json has no timing before the knob: each step was timed alone (step, the
-    # default); on CPU both read the host's clock around a synchronous step: not named there
+    # run.json has no timing before the knob: each step was timed alone (step); on CUDA
+    # the default is stream since 2026-12-07 (i) (config._resolve_timing), so a step-timed
+    # CUDA row says so; on CPU both read the host's clock around a synchronous step: not
+    # named there
     timing = cfg.get("timing", "step")
-    if cfg.get("device") == "cuda" and timing != "step":
+    if cfg.get("device") == "cuda" and timing != "stream":
         parts.append(f"--timing {timing}")
     return parts
 
@@ -608,6 +610,9 @@ RUNS_07G = _runs("reports/emulated-h100-2026-12-07g", (
 # alone and back to back (before 2d0d8f3 each step's token copy synchronized the host, so
 # the stream row's host still waited at each step's start; a replayed step barely shows it)
 RUNS_07H = _runs("reports/emulated-h100-2026-12-07h", ("call1/graphs-step", "call1/graphs-stream"))
+# the graph row of 2026-12-07 (i), 21:40-21:43 UTC, a third H100 host (c4466c4: the token copy
+# pinned and non-blocking), back to back (--timing stream, the CUDA default since then)
+RUNS_07I = _runs("reports/emulated-h100-2026-12-07i", ("call1/graphs-stream",))
 
 SECTIONS: list[dict] = [
     {
@@ -1046,6 +1051,20 @@ SECTIONS: list[dict] = [
                 "in one process (bench_timing_ab.py), came within 1 %: every step's token "
                 "copy made the host wait for the device (fixed in 2d0d8f3, not yet measured): "
                 "reports/emulated-h100-2026-12-07h/README.md.",
+    },
+    {
+        "title": "domino-sp with CUDA graphs, streamed, on a third H100 host (emulated comm)",
+        "where": "one H100, 2026-12-07 (i), 21:40-21:43 UTC, c4466c4; llama3-3b (28 layers), "
+                 "seq 4096, mbs 2, TP 8, 16 timed steps, `--cuda-graphs`, `--timing stream`",
+        "render": run_rows,
+        "args": {"runs": RUNS_07I, "modes": _SP_MODES, "ratios": _SP_RATIOS},
+        "text": "The graph targets hold on a third host: 0.857 of nocomm, 1.361x tp. Since "
+                "the token copy is pinned and non-blocking (2d0d8f3), --timing stream is "
+                "faster than step in one process, blocks alternating: 0.976 nocomm, 0.983 tp "
+                "(every pair), 0.963 domino-sp and 0.945 domino-sp-nocomm with the host at its "
+                "slow level; so stream is the CUDA default now. The eager row of the same call "
+                "ran at the slow host level and is not shown: "
+                "reports/emulated-h100-2026-12-07i/README.md.",
     },
     {
         "title": "llama3-8b: domino-sp at 0.99 of nocomm (emulated comm, H100)",

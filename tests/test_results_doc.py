@@ -80,7 +80,7 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-07f, H100) modes timed before any profile, eager without the carve-out
     # (2026-12-07g, H100) where eager domino-sp waits for the host
     # (2026-12-07h, H100) domino-sp with CUDA graphs on a second host
-    assert n == 36
+    assert n == 37
 
 
 def test_the_readme_fits_on_a_screen_or_two():

@@ -4,6 +4,8 @@ The loop itself runs in tests/test_run_cli.py (a real CPU run)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("torch")
@@ -76,8 +78,18 @@ def test_issue_cpu_time_counts_the_hosts_work_not_its_waits():
 def test_timing_must_be_stream_or_step():
     from domino_prof.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="--timing must be one of stream, step, got 'both'"):
+    with pytest.raises(ConfigError, match="--timing must be one of auto, stream, step, got 'both'"):
         RunConfig(model=tiny(), timing="both").validate()
+
+
+def test_timing_auto_is_stream_on_cuda_and_step_on_cpu():
+    # validate resolves auto by device (config._resolve_timing); a named timing is kept
+    assert RunConfig(model=tiny(), tp=1, modes=("tp",)).timing == "auto"
+    assert RunConfig(model=tiny(), tp=1, modes=("tp",))._resolve_timing().timing == "step"
+    cuda = RunConfig(model=tiny(), tp=1, modes=("tp",), device="cuda")
+    assert cuda._resolve_timing().timing == "stream"
+    assert dataclasses.replace(cuda, timing="step")._resolve_timing().timing == "step"
+    assert RunConfig(model=tiny(), tp=1, modes=("tp",)).validate().timing == "step"
 
 
 def test_the_mode_header_names_stream_timing_only():

@@ -626,11 +626,12 @@ class RunConfig:
     # on the device from the previous step's end to its own (CUDA events); step: each step
     # alone, the device drained before and after it (the only way before 2026-12-07 (g)),
     # so every step starts with an empty queue and a host-bound step pays the wait for its
-    # first kernels each time.
-    timing: str = _field("step", "--timing", "How the timed steps are timed: stream (a "
+    # first kernels each time. auto (validate: _resolve_timing): stream on CUDA, step on CPU.
+    timing: str = _field(AUTO, "--timing", "How the timed steps are timed: stream (a "
                          "block's steps back to back, each timed on the device from the "
                          "previous step's end: a training loop's throughput) or step (each "
-                         "step alone, the device idle before and after it).")  # fmt: skip
+                         "step alone, the device idle before and after it); auto: stream "
+                         "on CUDA, step on CPU.")  # fmt: skip
     seed: int = _field(1234, "--seed", "Seed of the weights and the synthetic tokens.")
     lr: float = _field(1e-4, "--lr", "AdamW learning rate.")
     data: str | None = _field(None, "--data", "Token file (.npy ints or .bin uint16); default: "
@@ -734,7 +735,7 @@ class RunConfig:
         (and, emulated, ``comm_profile``) resolved. A ConfigError line on the first
         problem."""
         self._validate()
-        cfg = self._resolve_comm()._resolve_graph_scope()
+        cfg = self._resolve_comm()._resolve_graph_scope()._resolve_timing()
         if cfg.mb_streams == 2 and cfg.cuda_graphs and cfg.graph_scope == "segment":
             raise ConfigError("--mb-streams 2 with --cuda-graphs needs one graph per step "
                               "(--graph-scope step: emulated comm, or tp 1); a graph per "
@@ -757,6 +758,21 @@ class RunConfig:
                               "of real NCCL collectives has not been run and checked yet; "
                               "use --graph-scope segment with --comm nccl (or --comm "
                               "emulate)")  # fmt: skip
+        return self
+
+    def _resolve_timing(self) -> RunConfig:
+        """``timing`` auto: stream on CUDA, step on CPU.
+
+        CUDA: stream is what a training loop's throughput is, and its median was below
+        step's in every mode measured. One H100 (emulated TP 8, headline shape, eager;
+        benchmarks/bench_timing_ab.py, 12 ABAB pairs of 4-step blocks, reports/emulated-
+        h100-2026-12-07i), stream / step: nocomm 0.976, tp 0.983 (every pair below 1),
+        domino-sp 0.963, domino-sp-nocomm 0.945 (the host at its slow level); graph steps
+        0.994-0.996 (-07h).
+        CPU: a step there runs on the host that issues it, so both time the same thing,
+        and step keeps a host probe and an issue time for every step."""
+        if self.timing == AUTO:
+            return replace(self, timing="stream" if self.device == "cuda" else "step")
         return self
 
     def _validate(self) -> None:
@@ -860,8 +876,8 @@ class RunConfig:
             raise ConfigError("--steps must leave at least one timed and one profiled step")
         if self.block_steps < 1:
             raise ConfigError(f"--block-steps must be >= 1, got {self.block_steps}")
-        if self.timing not in TIMINGS:
-            raise ConfigError(f"--timing must be one of {', '.join(TIMINGS)}, got "
+        if self.timing not in (AUTO, *TIMINGS):
+            raise ConfigError(f"--timing must be one of {', '.join((AUTO, *TIMINGS))}, got "
                               f"{self.timing!r}")  # fmt: skip
 
     def _validate_mb_streams(self) -> None:
