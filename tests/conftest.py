@@ -83,11 +83,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
 
 
-
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Stop a --dist loadgroup run whose xdist cannot group (before any test runs, in the
     controller: one line). xdist 3.8 passes an item's group to its scheduler by renaming
@@ -98,8 +93,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("dist", "no") != "loadgroup":
         return
     import xdist
+    from packaging.version import Version  # pytest's own dependency
 
-    if _version(pytest.__version__) >= (9, 2) and _version(xdist.__version__) <= (3, 8, 0):
+    # release segments: a 9.2 pre-release (9.2.0rc1) counts as 9.2
+    pytest_v, xdist_v = Version(pytest.__version__).release, Version(xdist.__version__).release
+    if pytest_v >= (9, 2) and xdist_v <= (3, 8, 0):
         raise pytest.UsageError(
             f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} ignores "
             "--dist loadgroup's groups (pytest-dev/pytest-xdist#1386): install the test "

@@ -80,6 +80,7 @@ def test_every_emulated_figure_says_emulated():
     # (2026-12-07f, H100) modes timed before any profile, eager without the carve-out
     # (2026-12-07g, H100) where eager domino-sp waits for the host
     # (2026-12-07h, H100) domino-sp with CUDA graphs on a second host
+    # (2026-12-07i, H100) domino-sp with CUDA graphs, streamed, on a third host
     assert n == 37
 
 
