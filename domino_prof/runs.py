@@ -129,6 +129,7 @@ def assemble(cfg: RunConfig, out: Path, *, analyze: bool = True) -> dict:
         "comm": _comm_block(cfg),  # kind, profile, label: what every number here stands on
         "attention": res.get("attention"),  # the kernel the schedules used (run --attention)
         "rope": res.get("rope"),  # the rotation's kernel: triton (CUDA) or aten (units.set_rope)
+        "norm": res.get("norm"),  # the residual add and norm's: aten or triton (units.set_norm)
         "cpu_count": _cores(),  # the cores the ranks shared (the report's CPU-threads section)
         "modes": modes,
         "notes": config_notes(cfg),
@@ -536,6 +537,7 @@ def _finish(out: Path) -> dict:
         "comm": _comm_block(cfg),
         "attention": None,
         "rope": None,
+        "norm": None,
         "modes": {
             m: {"trace_dir": m, "overlap": _overlaps(m), "step_ms": None,
                 "step_times_ms": [], "tokens_per_s": None, "losses": []}

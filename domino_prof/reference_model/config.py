@@ -345,6 +345,18 @@ def rope_env() -> str:
     return _env_choice("DOMINO_PROF_ROPE", ROPE_KERNELS)
 
 
+NORM_KERNELS = ("aten", "auto", "triton")  # the first is the default
+
+
+def norm_env() -> str:
+    """The residual add and norm's kernel in the all-reduce schedules, from
+    ``DOMINO_PROF_NORM`` (units.set_norm says what each does): ``aten`` (the default: add,
+    ``_fused_rms_norm``, and a copy where the output is kept in a joint buffer), ``auto``
+    (norm_kernel.py's one Triton launch on CUDA) or ``triton``. A bad value is a
+    ConfigError (one line)."""
+    return _env_choice("DOMINO_PROF_NORM", NORM_KERNELS)
+
+
 SIDE_PRIORITIES = ("normal", "high")  # the first is the default
 
 
@@ -780,6 +792,7 @@ class RunConfig:
         if self.device == "cuda":
             side_priority()  # its environment knob: a bad value is one line here
         rope_env()  # the same for the rotary kernel's knob
+        norm_env()  # and the norm's
         if self.tp < 1:
             raise ConfigError(f"--tp must be >= 1, got {self.tp}")
         for what, n in (

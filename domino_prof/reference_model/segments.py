@@ -53,15 +53,13 @@ def seg_fwd(kind: str, h, y, w_norm, w_in, w_out, rope, b: int, dims: U.Dims, ro
     kernel takes no ``out=``: one [T, d] copy per unit and micro-batch); ``n_all`` is
     this micro-batch's own n, and w_in's gradient is one GEMM per micro-batch."""
     K = LAYER_KINDS[kind]
-    h = U.residual_add(h, y)  # [T, d]
-    n, rstd = U.norm_fwd(h, w_norm, dims.eps)
     n_all, x_all = xs if xs is not None else (None, None)
+    slot = None
+    if not keep_n:  # the norm's output goes straight into its rows of the [ΣT, d] buffer
+        n_all, slot = _mb_slot(h, rows, n_all, h.shape[1])
+    h, n, rstd = U.add_norm(h, y, w_norm, dims.eps, out=slot)  # h: [T, d]
     if keep_n:
         n_all = n
-    else:
-        n_all, slot = _mb_slot(n, rows, n_all, n.shape[1])
-        if slot is not None:
-            n = slot.copy_(n)
     x_all, x_slot = _mb_slot(n, rows, x_all, K.x_width(dims))
     a, saved, x = K.core_fwd(n, w_in, w_out if cols == 1 else None, rope, b, dims, x_out=x_slot)
     if cols > 1:
@@ -85,9 +83,7 @@ def seg_out_chunk(src_all, rows, w, buf, k: int, transpose: bool):
 
 def seg_norm(h, y, w_norm, eps: float):
     """Residual + norm only (SP: on the sequence shard). Returns (n, h, rstd)."""
-    if y is not None:
-        h = h + y
-    n, rstd = U.norm_fwd(h, w_norm, eps)
+    h, n, rstd = U.add_norm(h, y, w_norm, eps)
     return n, h, rstd
 
 
@@ -179,17 +175,12 @@ def seg_head_logits(h, y, w_norm, w_out, eps: float, sp: bool, rows, n_all):
     see _mb_slot). Returns (m, logits, n_all, h, rstd)."""
     if sp:
         n, rstd = h, None
-    else:
-        h = U.residual_add(h, y)
-        n, rstd = U.norm_fwd(h, w_norm, eps)
-    if sp:
         n_all = n
     else:
-        n_all, slot = _mb_slot(n, rows, n_all, n.shape[1])
+        n_all, slot = _mb_slot(h, rows, n_all, h.shape[1])
+        h, n, rstd = U.add_norm(h, y, w_norm, eps, out=slot)
         if slot is None:
             n_all = n
-        else:
-            n = slot.copy_(n)
     logits, m = U.head_logits(n, w_out)
     return m, logits, n_all, h, rstd
 

@@ -705,6 +705,7 @@ def worker(cfg: RunConfig, out: Path) -> int:
                 "backend": "emulated" if cfg.emulated else backend,
                 "attention": units.attention_kernel(device, DTYPES.get(cfg.dtype)),
                 "rope": units.rope_kernel(device),  # units.set_rope: DOMINO_PROF_ROPE
+                "norm": units.norm_kernel(device),  # units.set_norm: DOMINO_PROF_NORM
             },
         )
     if dist.is_initialized():

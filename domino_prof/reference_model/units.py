@@ -35,7 +35,13 @@ from dataclasses import dataclass
 
 import torch
 
-from domino_prof.reference_model.config import ATTENTION_KERNELS, ROPE_KERNELS, rope_env
+from domino_prof.reference_model.config import (
+    ATTENTION_KERNELS,
+    NORM_KERNELS,
+    ROPE_KERNELS,
+    norm_env,
+    rope_env,
+)
 from domino_prof.reference_model.model import apply_rope
 
 
@@ -143,6 +149,62 @@ def norm_bwd(dn, x, rstd, w, w_grad, first: bool = False) -> torch.Tensor:
     _acc(w_grad, (dn.float() * xh).sum(0).to(w_grad.dtype), first)
     dx = rstd * (gw - xh * (gw * xh).mean(-1, keepdim=True))
     return dx.to(x.dtype)
+
+
+_norm: str | None = None  # set_norm(); None: DOMINO_PROF_NORM (config.norm_env); process-wide
+_norm_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
+
+
+def set_norm(kind: str) -> None:
+    """Which residual add and norm :func:`add_norm` issues, over the environment's
+    DOMINO_PROF_NORM (config.norm_env, read until this is called): ``aten`` (the
+    default): ``h + y``, ``_fused_rms_norm`` and, where the output is kept in a joint
+    buffer's rows, a copy there; ``auto``: norm_kernel.py's one Triton launch on CUDA
+    where Triton imports, else aten's; ``triton``: the kernel on any device (CPU only
+    under TRITON_INTERPRET=1: the tests)."""
+    if kind not in NORM_KERNELS:
+        raise ValueError(f"norm kernel must be one of {NORM_KERNELS}, got {kind!r}")
+    global _norm
+    _norm = kind
+    _norm_ok.clear()
+
+
+def norm_kernel(device: torch.device) -> str:
+    """``triton`` or ``aten``: the residual add and norm the all-reduce schedules' steps on
+    ``device`` issue (run.json ``norm``)."""
+    key = device.type
+    if key not in _norm_ok:
+        kind = _norm if _norm is not None else norm_env()
+        want = kind == "triton" or (kind == "auto" and key == "cuda")
+        if want:
+            from domino_prof.reference_model import norm_kernel as NK
+
+            want = NK.available()
+            why = NK.self_check(device) if want and key == "cuda" else None
+            if why is not None:
+                print(f"warning: the Triton norm kernel cannot serve here ({why}); "
+                      "using aten's add and norm", file=sys.stderr, flush=True)  # fmt: skip
+                want = False
+        _norm_ok[key] = want
+    return "triton" if _norm_ok[key] else "aten"
+
+
+def add_norm(h: torch.Tensor, y: torch.Tensor | None, w: torch.Tensor, eps: float,
+             out: torch.Tensor | None = None):  # fmt: skip
+    """The residual stream's next value and its norm: (s, n, rstd), s = h + y
+    (:func:`residual_add`: y [T, d] or a [K, T, d/K] chunk buffer; None: s = h), n =
+    rmsnorm(s)·w, written into ``out`` (rows of a joint buffer) where given. Eager or
+    graphed on a device where :func:`norm_kernel` says triton: one launch
+    (norm_kernel.py); else aten's add, norm and, with ``out``, a copy."""
+    if not torch.compiler.is_compiling() and norm_kernel(h.device) == "triton":
+        from domino_prof.reference_model import norm_kernel as NK
+
+        return NK.add_rms_norm(h, y, w, eps, n_out=out)
+    s = residual_add(h, y)
+    n, rstd = norm_fwd(s, w, eps)
+    if out is not None:
+        n = out.copy_(n)
+    return s, n, rstd
 
 
 # --- rotary embedding -----------------------------------------------------------------
