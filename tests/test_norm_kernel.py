@@ -41,8 +41,8 @@ def _aten(h, y, w, eps=1e-5):
 
 
 def test_norm_setting_and_environment_knob(monkeypatch, norm_reset):
-    """aten is the default; auto is aten on CPU (the kernel is CUDA's); a bad kind is
-    refused with the kinds named, and a bad DOMINO_PROF_NORM is one line at validation."""
+    """auto is the default, and aten on CPU (the kernel is CUDA's); a bad kind is refused
+    with the kinds named, and a bad DOMINO_PROF_NORM is one line at validation."""
     from domino_prof.errors import ConfigError
     from domino_prof.reference_model.config import RunConfig, tiny
 
@@ -51,14 +51,14 @@ def test_norm_setting_and_environment_knob(monkeypatch, norm_reset):
     assert units.norm_kernel(cpu) == "aten"
     units.set_norm("auto")
     assert units.norm_kernel(cpu) == "aten"
-    with pytest.raises(ValueError, match="aten.*auto.*triton"):
+    with pytest.raises(ValueError, match="auto.*aten.*triton"):
         units.set_norm("fused")
     units._norm = None
     units._norm_ok.clear()
     monkeypatch.setenv("DOMINO_PROF_NORM", "aten")
     assert units.norm_kernel(torch.device("cuda")) == "aten"  # no kernel, no check made
     monkeypatch.setenv("DOMINO_PROF_NORM", "fused")
-    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_NORM='fused': give aten or auto or "
+    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_NORM='fused': give auto or aten or "
                                           r"triton$"):  # fmt: skip
         RunConfig(model=tiny()).validate()
 

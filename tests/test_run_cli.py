@@ -58,7 +58,7 @@ def test_default_run_writes_traces_run_json_analysis_and_report(tmp_path):
     # CPU: PyTorch's CPU flash kernel whatever --attention says (auto by default)
     assert (cfg["attention"], run["attention"]) == ("auto", "flash")
     assert run["rope"] == "aten"  # the Triton rotation is CUDA's (units.set_rope)
-    assert run["norm"] == "aten"  # the default everywhere (units.set_norm)
+    assert run["norm"] == "aten"  # the Triton add and norm are CUDA's (units.set_norm)
     dom = run["modes"]["domino"]
     n_steps = cfg["warmup_steps"] + cfg["timed_steps"] + 1 + cfg["profile_steps"]
     assert len(dom["losses"]) == n_steps

@@ -131,6 +131,9 @@ class StepRunner:
         self.sp = self.spec.sequence_parallel
         self.graphs = graphs
         dev = model.tok_embeddings.weight.device
+        if dev.type == "cuda":  # the Triton kernels' self-checks (a few tiny launches and a
+            U.rope_kernel(dev)  # sync each) run here, once, never inside a graph capture
+            U.norm_kernel(dev)
         self.executor = SegmentExecutor(
             comm,
             device=dev,

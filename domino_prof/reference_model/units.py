@@ -157,11 +157,12 @@ _norm_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
 
 def set_norm(kind: str) -> None:
     """Which residual add and norm :func:`add_norm` issues, over the environment's
-    DOMINO_PROF_NORM (config.norm_env, read until this is called): ``aten`` (the
-    default): ``h + y``, ``_fused_rms_norm`` and, where the output is kept in a joint
-    buffer's rows, a copy there; ``auto``: norm_kernel.py's one Triton launch on CUDA
-    where Triton imports, else aten's; ``triton``: the kernel on any device (CPU only
-    under TRITON_INTERPRET=1: the tests)."""
+    DOMINO_PROF_NORM (config.norm_env, read until this is called): ``auto`` (the
+    default): norm_kernel.py's one Triton launch on CUDA where Triton imports and the
+    kernel passes its self-check, else aten's; ``aten``: ``h + y``, ``_fused_rms_norm``
+    and, where the output is kept in a joint buffer's rows, a copy there (the A/B
+    reference); ``triton``: the kernel on any device (CPU only under TRITON_INTERPRET=1:
+    the tests)."""
     if kind not in NORM_KERNELS:
         raise ValueError(f"norm kernel must be one of {NORM_KERNELS}, got {kind!r}")
     global _norm
