@@ -16,14 +16,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from kernel_steps import kernel_against_aten  # noqa: E402
+
 from domino_prof.reference_model import units  # noqa: E402
 
 
 @pytest.fixture
 def norm_reset():
     yield
-    units._norm = None  # back to DOMINO_PROF_NORM's reading (config.norm_env)
-    units._norm_ok.clear()
+    units.set_norm(None)  # back to DOMINO_PROF_NORM's reading (config.norm_env)
 
 
 def _inputs(T=5, D=24, K=4, dtype=torch.float32, seed=0):
@@ -40,12 +41,9 @@ def _aten(h, y, w, eps=1e-5):
     return s, n, r
 
 
-def test_norm_setting_and_environment_knob(monkeypatch, norm_reset):
+def test_norm_setting(monkeypatch, norm_reset):
     """auto is the default, and aten on CPU (the kernel is CUDA's); a bad kind is refused
-    with the kinds named, and a bad DOMINO_PROF_NORM is one line at validation."""
-    from domino_prof.errors import ConfigError
-    from domino_prof.reference_model.config import RunConfig, tiny
-
+    with the kinds named (the environment knob: test_triton_launch.py)."""
     cpu = torch.device("cpu")
     monkeypatch.delenv("DOMINO_PROF_NORM", raising=False)
     assert units.norm_kernel(cpu) == "aten"
@@ -53,14 +51,6 @@ def test_norm_setting_and_environment_knob(monkeypatch, norm_reset):
     assert units.norm_kernel(cpu) == "aten"
     with pytest.raises(ValueError, match="auto.*aten.*triton"):
         units.set_norm("fused")
-    units._norm = None
-    units._norm_ok.clear()
-    monkeypatch.setenv("DOMINO_PROF_NORM", "aten")
-    assert units.norm_kernel(torch.device("cuda")) == "aten"  # no kernel, no check made
-    monkeypatch.setenv("DOMINO_PROF_NORM", "fused")
-    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_NORM='fused': give auto or aten or "
-                                          r"triton$"):  # fmt: skip
-        RunConfig(model=tiny()).validate()
 
 
 @pytest.mark.parametrize("kind", ["aten", "triton"])
@@ -126,33 +116,9 @@ LAUNCHES = 2 * 2 + 1
 def test_step_gradients_with_the_kernel_equal_aten(interpreted, monkeypatch, schedule):
     """A step of rank 1 of a tp-2 tiny model (SkipComm: no process group) with the kernel
     gives aten's loss and gradients, and launched it once per norm and micro-batch."""
-    from domino_prof.reference_model.comm import SkipComm
-    from domino_prof.reference_model.config import tiny
-    from domino_prof.reference_model.parallel import shard_model
-    from domino_prof.reference_model.schedule import StepRunner
-    from domino_prof.reference_model.verify import batch
-
-    cfg = tiny()
-    inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
-    comm = SkipComm(2, 1)
-    model = shard_model(cfg, comm, seed=1)
-    splits = 2 if schedule.startswith("domino") else 1
-    runner = StepRunner(model, comm, schedule=schedule, splits=splits)
-    calls = []
-    real = interpreted.add_rms_norm
-    monkeypatch.setattr(interpreted, "add_rms_norm",
-                        lambda *a, **k: (calls.append(1), real(*a, **k))[1])  # fmt: skip
-    loss_k = runner.step(inp, tgt)
-    grads_k = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert cfg.n_layers == 2 and len(calls) == LAUNCHES * splits
-    units.set_norm("aten")
-    loss_a = runner.step(inp, tgt)
-    assert len(calls) == LAUNCHES * splits  # aten's step never launched it
-    assert float(loss_k) == pytest.approx(float(loss_a), rel=1e-6)
-    for n, p in model.named_parameters():
-        scale = p.grad.abs().max().clamp_min(1e-12)
-        assert float((grads_k[n] - p.grad).abs().max() / scale) <= 1e-6, n
-
+    launches, splits = kernel_against_aten(
+        schedule, interpreted, "add_rms_norm", lambda: units.set_norm("aten"), monkeypatch)
+    assert launches == LAUNCHES * splits
 
 def test_self_check_passes_a_right_kernel_and_names_a_wrong_one(interpreted, monkeypatch):
     """norm_kernel.self_check: None for the kernel as it is (fp32 here: see the module
@@ -200,27 +166,3 @@ def test_a_kernel_that_cannot_serve_cuda_falls_back_to_aten(interpreted, monkeyp
     assert err.count("warning: the Triton norm kernel cannot serve here") == 1
     assert "RuntimeError: no PTX" in err
 
-
-def test_the_kept_launcher_gets_every_parameter_in_order(interpreted, monkeypatch):
-    """A CUDA step's later calls launch through the compiled kernel's launcher, which
-    takes every kernel parameter positionally, the constexprs too (a launcher given fewer
-    refused them on the H100 of 2026-12-08: "takes exactly 30 arguments (27 given)"). The
-    JIT call's positional arguments and constexpr keywords, in the order made, must be the
-    kernel's parameters: the launcher's tuple is the same values in that order."""
-    real = interpreted._kernel()
-    seen = {}
-
-    class Fake:
-        def __getitem__(self, grid):
-            def call(*pos, num_warps, **consts):
-                seen.update(n_pos=len(pos), consts=list(consts), grid=grid, warps=num_warps)
-
-            return call
-
-    h, y, chunks, w = _inputs(T=3, D=24)
-    with monkeypatch.context() as m:  # undone before the fixture clears the real one
-        m.setattr(interpreted, "_kernel", lambda: Fake())
-        interpreted.add_rms_norm(h, chunks, w, 1e-5)
-    names = list(real.arg_names)
-    assert seen["consts"] == names[seen["n_pos"]:] == ["BLOCK", "ADD", "CHUNKED"]
-    assert seen["n_pos"] + 3 == len(names) and seen["grid"] == (3,) and seen["warps"] == 4

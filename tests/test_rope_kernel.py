@@ -14,14 +14,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from domino_prof.reference_model import units
+from kernel_steps import kernel_against_aten  # noqa: E402
+
+from domino_prof.reference_model import units  # noqa: E402
 
 
 @pytest.fixture
 def rope_reset():
     yield
-    units._rope = None  # back to DOMINO_PROF_ROPE's reading (config.rope_env)
-    units._rope_ok.clear()
+    units.set_rope(None)  # back to DOMINO_PROF_ROPE's reading (config.rope_env)
 
 
 def test_rope_setting(rope_reset):
@@ -34,22 +35,6 @@ def test_rope_setting(rope_reset):
     assert units.rope_kernel(cpu) == "aten"
     with pytest.raises(ValueError, match="auto.*aten.*triton"):
         units.set_rope("fused")
-
-
-def test_rope_environment_knob(monkeypatch, rope_reset):
-    """DOMINO_PROF_ROPE is read until set_rope is called; a bad value is one line at
-    validation (config._env_choice, as the other knobs), not a rank's traceback."""
-    from domino_prof.errors import ConfigError
-    from domino_prof.reference_model.config import RunConfig, tiny
-
-    units._rope = None
-    units._rope_ok.clear()
-    monkeypatch.setenv("DOMINO_PROF_ROPE", "aten")
-    assert units.rope_kernel(torch.device("cuda")) == "aten"  # no kernel, no check made
-    monkeypatch.setenv("DOMINO_PROF_ROPE", "fused")
-    with pytest.raises(ConfigError, match=r"^DOMINO_PROF_ROPE='fused': give auto or aten or "
-                                          r"triton$"):  # fmt: skip
-        RunConfig(model=tiny()).validate()
 
 
 @pytest.fixture
@@ -121,32 +106,9 @@ def test_step_gradients_with_the_kernel_equal_aten(interpreted, monkeypatch, sch
     """A step of rank 1 of a tp-2 tiny model (SkipComm: no process group) with the kernel
     gives aten's loss and gradients, and launched it twice per layer and micro-batch
     (forward and backward): tiny has 2 layers; domino splits into 2 micro-batches."""
-    from domino_prof.reference_model.comm import SkipComm
-    from domino_prof.reference_model.config import tiny
-    from domino_prof.reference_model.parallel import shard_model
-    from domino_prof.reference_model.schedule import StepRunner
-    from domino_prof.reference_model.verify import batch
-
-    cfg = tiny()
-    inp, tgt = batch(cfg, mbs=2, seq=8, seed=1, device="cpu")
-    comm = SkipComm(2, 1)
-    model = shard_model(cfg, comm, seed=1)
-    splits = 2 if schedule.startswith("domino") else 1
-    runner = StepRunner(model, comm, schedule=schedule, splits=splits)
-    calls = []
-    real = interpreted.rotate
-    monkeypatch.setattr(interpreted, "rotate", lambda *a: (calls.append(1), real(*a)))
-    loss_k = runner.step(inp, tgt)
-    grads_k = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert len(calls) == 2 * cfg.n_layers * splits
-    units.set_rope("aten")
-    loss_a = runner.step(inp, tgt)
-    assert len(calls) == 2 * cfg.n_layers * splits  # aten's step never launched it
-    assert float(loss_k) == pytest.approx(float(loss_a), rel=1e-6)
-    for n, p in model.named_parameters():
-        scale = p.grad.abs().max().clamp_min(1e-12)
-        assert float((grads_k[n] - p.grad).abs().max() / scale) <= 1e-6, n
-
+    launches, splits = kernel_against_aten(
+        schedule, interpreted, "rotate", lambda: units.set_rope("aten"), monkeypatch)
+    assert launches == 2 * 2 * splits
 
 def test_self_check_passes_a_right_kernel_and_names_a_wrong_one(interpreted, monkeypatch):
     """rope_kernel.self_check: None for the kernel as it is; a kernel that writes wrong

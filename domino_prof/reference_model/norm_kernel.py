@@ -26,15 +26,16 @@ unit last stride, or the column split's [K, T, d/K] chunk buffer (read as aten's
 ``residual_add`` reads its transposed view: element (t, k·c + i) at y[k, t, i]). One
 program per token row: the row of d is loaded whole, reduced in registers.
 
-Launch cost: as rope_kernel.py's: the first call of each argument signature compiles
-through Triton's JIT and keeps the compiled kernel's launcher; later calls launch it on
-the current stream's handle directly. Triton is imported on first use only.
+Launch cost: one JIT call per argument signature, a kept launcher after it
+(triton_launch.launch). Triton is imported on first use only.
 """
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+from domino_prof.reference_model import triton_launch
 
 
 @functools.cache
@@ -86,11 +87,7 @@ def _kernel():
 
 def available() -> bool:
     """Whether Triton imports here (the kernel's compiler; CUDA is the caller's check)."""
-    try:
-        _kernel()
-    except ImportError:
-        return False
-    return True
+    return triton_launch.available(_kernel)
 
 
 _launchers: dict[tuple, Any] = {}  # argument signature -> the compiled kernel's launcher
@@ -134,21 +131,11 @@ def add_rms_norm(h, y, w, eps: float, n_out=None):
     block = 1 << max(0, (D - 1).bit_length())
     consts = {"BLOCK": block, "ADD": y is not None, "CHUNKED": chunked}  # constexprs
     pos = (h, yy, w, s, n, rstd) + ints + (float(eps),)
-    const = tuple(consts.values())
-    args = pos + const  # every kernel parameter in order: what the kept launcher takes
-    key = (ints, const, float(eps), h.dtype, yy.dtype, w.dtype, n.dtype, h.device.index,
-           T, *(t.data_ptr() % 16 == 0 for t in (h, yy, w, s, n, rstd)))  # fmt: skip
-    run = _launchers.get(key)
-    if run is not None:
-        run(*args, stream=torch._C._cuda_getCurrentRawStream(h.device.index))
-        return s, n, rstd
-    k = _kernel()
-    compiled = k[(T,)](*pos, **consts, num_warps=_warps(block))
-    if h.device.type == "cuda" and hasattr(compiled, "__getitem__"):
-        try:
-            _launchers[key] = compiled[(T, 1, 1)]
-        except (TypeError, AttributeError, KeyError):  # another Triton's launcher: JIT always
-            pass
+    aligned = tuple(t.data_ptr() % 16 == 0 for t in (h, yy, w, s, n, rstd))
+    key = (ints, tuple(consts.values()), float(eps), h.dtype, yy.dtype, w.dtype, n.dtype,
+           h.device.index, T, aligned)  # fmt: skip
+    triton_launch.launch(_launchers, _kernel, (T,), key, pos, consts, h.device,
+                         num_warps=_warps(block))  # fmt: skip
     return s, n, rstd
 
 

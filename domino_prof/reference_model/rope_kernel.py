@@ -19,18 +19,16 @@ buffer, cuDNN's gradients, a sequence-major slot's transposed view). One program
 token: its heads' rows of D are loaded and stored whole (contiguous, vectorised), the
 pairs split and joined in registers.
 
-Launch cost: the first call of each argument signature launches through Triton's JIT
-(compiling once) and keeps the compiled kernel's launcher; later calls with the same
-signature launch it on the current stream's handle directly (no argument binding or
-specialisation per call: the pattern of emulate.py's collectives). The signature holds
-everything Triton specialises on: the integer arguments' values, the tensors' dtypes and
-their pointers' 16-byte alignment. Triton is imported on first use only.
+Launch cost: one JIT call per argument signature, a kept launcher after it
+(triton_launch.launch). Triton is imported on first use only.
 """
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+from domino_prof.reference_model import triton_launch
 
 
 @functools.cache
@@ -68,11 +66,7 @@ def _kernel():
 
 def available() -> bool:
     """Whether Triton imports here (the kernel's compiler; CUDA is the caller's check)."""
-    try:
-        _kernel()
-    except ImportError:
-        return False
-    return True
+    return triton_launch.available(_kernel)
 
 
 _launchers: dict[tuple, Any] = {}  # argument signature -> the compiled kernel's launcher
@@ -94,24 +88,12 @@ def rotate(a, b, cs, out) -> None:
     ints = (S, na, nb, a.stride(0), a.stride(1), a.stride(2),
             bb.stride(0), bb.stride(1), bb.stride(2),
             out.stride(0), out.stride(1), out.stride(2))  # fmt: skip
-    const = (D // 2, _next_pow2(na + nb), b is not None)
-    args = (a, bb, cs, out) + ints + const
-    key = (ints, const, a.dtype, bb.dtype, out.dtype, a.device.index,
+    consts = {"HALF": D // 2, "BLOCK_H": _next_pow2(na + nb), "TWO": b is not None}
+    key = (ints, tuple(consts.values()), a.dtype, bb.dtype, out.dtype, a.device.index,
            a.data_ptr() % 16 == 0, bb.data_ptr() % 16 == 0, cs.data_ptr() % 16 == 0,
            out.data_ptr() % 16 == 0, B)  # fmt: skip
-    run = _launchers.get(key)
-    if run is not None:
-        import torch
-
-        run(*args, stream=torch._C._cuda_getCurrentRawStream(a.device.index))
-        return
-    k = _kernel()
-    compiled = k[(B * S,)](*args[:4], *ints, HALF=const[0], BLOCK_H=const[1], TWO=const[2])
-    if a.device.type == "cuda" and hasattr(compiled, "__getitem__"):
-        try:
-            _launchers[key] = compiled[(B * S, 1, 1)]
-        except (TypeError, AttributeError, KeyError):  # another Triton's launcher: JIT always
-            pass
+    triton_launch.launch(_launchers, _kernel, (B * S,), key, (a, bb, cs, out) + ints, consts,
+                         a.device)  # fmt: skip
 
 
 def self_check(device) -> str | None:

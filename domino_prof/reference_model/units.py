@@ -30,11 +30,11 @@ logits' statistics), the docstring says so and the schedule reduces it.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 
 import torch
 
+from domino_prof.reference_model import triton_launch
 from domino_prof.reference_model.config import (
     ATTENTION_KERNELS,
     NORM_KERNELS,
@@ -151,43 +151,25 @@ def norm_bwd(dn, x, rstd, w, w_grad, first: bool = False) -> torch.Tensor:
     return dx.to(x.dtype)
 
 
-_norm: str | None = None  # set_norm(); None: DOMINO_PROF_NORM (config.norm_env); process-wide
-_norm_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
+_NORM = triton_launch.Switch(NORM_KERNELS, norm_env, "domino_prof.reference_model.norm_kernel",
+                            "norm", "aten's add and norm")  # fmt: skip
 
 
-def set_norm(kind: str) -> None:
+def set_norm(kind: str | None) -> None:
     """Which residual add and norm :func:`add_norm` issues, over the environment's
-    DOMINO_PROF_NORM (config.norm_env, read until this is called): ``auto`` (the
-    default): norm_kernel.py's one Triton launch on CUDA where Triton imports and the
-    kernel passes its self-check, else aten's; ``aten``: ``h + y``, ``_fused_rms_norm``
-    and, where the output is kept in a joint buffer's rows, a copy there (the A/B
-    reference); ``triton``: the kernel on any device (CPU only under TRITON_INTERPRET=1:
-    the tests)."""
-    if kind not in NORM_KERNELS:
-        raise ValueError(f"norm kernel must be one of {NORM_KERNELS}, got {kind!r}")
-    global _norm
-    _norm = kind
-    _norm_ok.clear()
+    DOMINO_PROF_NORM (config.norm_env, read until this is called; None: read it again):
+    ``auto`` (the default): norm_kernel.py's one Triton launch on CUDA where Triton
+    imports and the kernel passes its self-check, else aten's; ``aten``: ``h + y``,
+    ``_fused_rms_norm`` and, where the output is kept in a joint buffer's rows, a copy
+    there (the A/B reference); ``triton``: the kernel on any device (CPU only under
+    TRITON_INTERPRET=1: the tests). Process-wide."""
+    _NORM.set(kind)
 
 
 def norm_kernel(device: torch.device) -> str:
-    """``triton`` or ``aten``: the residual add and norm the all-reduce schedules' steps on
-    ``device`` issue (run.json ``norm``)."""
-    key = device.type
-    if key not in _norm_ok:
-        kind = _norm if _norm is not None else norm_env()
-        want = kind == "triton" or (kind == "auto" and key == "cuda")
-        if want:
-            from domino_prof.reference_model import norm_kernel as NK
-
-            want = NK.available()
-            why = NK.self_check(device) if want and key == "cuda" else None
-            if why is not None:
-                print(f"warning: the Triton norm kernel cannot serve here ({why}); "
-                      "using aten's add and norm", file=sys.stderr, flush=True)  # fmt: skip
-                want = False
-        _norm_ok[key] = want
-    return "triton" if _norm_ok[key] else "aten"
+    """``triton`` or ``aten``: the residual add and norm the schedules' steps on ``device``
+    issue (run.json ``norm``)."""
+    return _NORM.kernel(device)
 
 
 def add_norm(h: torch.Tensor, y: torch.Tensor | None, w: torch.Tensor, eps: float,
@@ -216,41 +198,23 @@ def rope_table(freqs: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(freqs).contiguous()
 
 
-_rope: str | None = None  # set_rope(); None: DOMINO_PROF_ROPE (config.rope_env); process-wide
-_rope_ok: dict[str, bool] = {}  # device type -> the Triton kernel serves it
+_ROPE = triton_launch.Switch(ROPE_KERNELS, rope_env, "domino_prof.reference_model.rope_kernel",
+                            "rotary", "aten's rotation")  # fmt: skip
 
 
-def set_rope(kind: str) -> None:
+def set_rope(kind: str | None) -> None:
     """Which rotation the schedules' eager and graphed steps use, over the environment's
-    DOMINO_PROF_ROPE (config.rope_env, read until this is called): ``auto`` (the
-    default): the Triton kernel (rope_kernel.py, one launch) on CUDA where Triton
-    imports, else aten's complex multiply; ``aten``: aten's everywhere (the A/B
+    DOMINO_PROF_ROPE (config.rope_env, read until this is called; None: read it again):
+    ``auto`` (the default): the Triton kernel (rope_kernel.py, one launch) on CUDA where
+    Triton imports, else aten's complex multiply; ``aten``: aten's everywhere (the A/B
     reference); ``triton``: the kernel on any device (CPU only under TRITON_INTERPRET=1:
-    the tests)."""
-    if kind not in ROPE_KERNELS:
-        raise ValueError(f"rope kernel must be one of {ROPE_KERNELS}, got {kind!r}")
-    global _rope
-    _rope = kind
-    _rope_ok.clear()
+    the tests). Process-wide."""
+    _ROPE.set(kind)
 
 
 def rope_kernel(device: torch.device) -> str:
     """``triton`` or ``aten``: the rotation eager steps on ``device`` use (run.json ``rope``)."""
-    key = device.type
-    if key not in _rope_ok:
-        kind = _rope if _rope is not None else rope_env()
-        want = kind == "triton" or (kind == "auto" and key == "cuda")
-        if want:
-            from domino_prof.reference_model import rope_kernel as RK
-
-            want = RK.available()
-            why = RK.self_check(device) if want and key == "cuda" else None
-            if why is not None:
-                print(f"warning: the Triton rotary kernel cannot serve here ({why}); "
-                      "using aten's rotation", file=sys.stderr, flush=True)  # fmt: skip
-                want = False
-        _rope_ok[key] = want
-    return "triton" if _rope_ok[key] else "aten"
+    return _ROPE.kernel(device)
 
 
 def _triton_rope(x: torch.Tensor):
