@@ -132,17 +132,30 @@ def test_each_kernel_passes_its_parameters_in_the_kernel_order(name, monkeypatch
 
 def test_switch_reads_its_knob_until_set(monkeypatch):
     """A Switch follows its environment reader until a kind is set, drops its per-device
-    decisions whenever the kind changes, and refuses a kind it does not know."""
-    env = ["aten"]
-    sw = TL.Switch(("auto", "aten", "triton"), lambda: env[0], "types", "x", "aten's x")
-    monkeypatch.setattr(TL, "choose", lambda cache, kind, *a: cache.setdefault("k", kind))
+    decisions whenever the kind changes, and refuses a kind it does not know. Once a
+    device type is decided, asking again reads no environment (a step asks per norm)."""
+    env, reads, chosen = ["aten"], [], []
+
+    def read():
+        reads.append(1)
+        return env[0]
+
+    def fake_choose(cache, kind, device, *a):
+        chosen.append(kind)
+        cache[device.type] = kind != "aten"
+        return "triton" if cache[device.type] else "aten"
+
+    sw = TL.Switch(("auto", "aten", "triton"), read, "types", "x", "aten's x")
+    monkeypatch.setattr(TL, "choose", fake_choose)
     assert sw.kernel(CPU) == "aten"
     env[0] = "triton"
     assert sw.kernel(CPU) == "aten"  # decided once per device type
+    assert (chosen, len(reads)) == (["aten"], 1)
     sw.set("auto")
-    assert sw.kernel(CPU) == "auto"
+    assert sw.kernel(CPU) == "triton" and chosen[-1] == "auto"
     sw.set(None)
-    assert sw.kernel(CPU) == "triton"  # the environment's again
+    assert sw.kernel(CPU) == "triton" and chosen[-1] == "triton"  # the environment's again
+    assert len(reads) == 2
     with pytest.raises(ValueError, match=r"x kernel must be one of \('auto', 'aten', 'triton'\)"):
         sw.set("fused")
 

@@ -49,9 +49,10 @@ def seg_fwd(kind: str, h, y, w_norm, w_in, w_out, rope, b: int, dims: U.Dims, ro
     n_all, x_all, *core_saved); ``a`` is partial over ranks: [T, d], or with ``cols``
     K > 1 the [K, T, d/K] buffer of the row-parallel GEMM's column chunks with chunk 0
     computed (the others: :func:`seg_out_chunk`). ``keep_n`` (``--wgrad-in
-    accumulate``): the norm output is not copied into a [ΣT, d] buffer (the fused norm
-    kernel takes no ``out=``: one [T, d] copy per unit and micro-batch); ``n_all`` is
-    this micro-batch's own n, and w_in's gradient is one GEMM per micro-batch."""
+    accumulate``): the norm output is not kept in a [ΣT, d] buffer (with aten's norm,
+    which takes no ``out=``, that saves one [T, d] copy per unit and micro-batch;
+    norm_kernel.py writes into the buffer's rows directly); ``n_all`` is this
+    micro-batch's own n, and w_in's gradient is one GEMM per micro-batch."""
     K = LAYER_KINDS[kind]
     n_all, x_all = xs if xs is not None else (None, None)
     slot = None

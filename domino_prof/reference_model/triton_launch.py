@@ -50,12 +50,17 @@ class Switch:
         self.ok.clear()
 
     def kernel(self, device) -> str:
-        """``triton`` or ``aten`` on ``device``."""
-        import importlib
+        """``triton`` or ``aten`` on ``device``. Asked once per rotation or norm a step
+        issues: after the first answer for a device type it is one dict lookup (no
+        environment read, no import)."""
+        ok = self.ok.get(device.type)
+        if ok is None:
+            import importlib
 
-        kind = self.kind if self.kind is not None else self.env()
-        return choose(self.ok, kind, device, importlib.import_module(self.module), self.what,
-                      self.instead)  # fmt: skip
+            kind = self.kind if self.kind is not None else self.env()
+            return choose(self.ok, kind, device, importlib.import_module(self.module),
+                          self.what, self.instead)  # fmt: skip
+        return "triton" if ok else "aten"
 
 
 def choose(cache: dict[str, bool], kind: str, device, module, what: str, instead: str) -> str:
