@@ -588,3 +588,58 @@ def test_limits_withhold_the_tax_where_compute_ran_beside_compute():
     row = next(r for r in sec.body.rows if r[0].startswith("overlap tax"))
     assert row == ["overlap tax (not a part: compute ran beside other compute, 0.70 ms a step "
                    "in domino; the residual holds it)", "n/a"]
+
+
+def test_occupancy_counts_compute_beside_compute_once():
+    """The occupancy view (METRICS, what limits domino, 2026-12-08): U = the union of a
+    mode's compute kernels per step. Times in ms (x 1e6 ns), one rank, one step.
+    domino-sp: gemm [0, 10) on stream 7 and [5, 15) on 8 (5 ms at once), norm [20, 26) on
+    7, comm [12, 22) on 9: Σ 26, concurrent 5, U = |[0, 15) ∪ [20, 26)| = 21; step 30.
+    domino-sp-nocomm: gemm [0, 8) on 7 and [4, 12) on 8 (4 at once), norm [12, 17): Σ 21,
+    concurrent 4, U = 17; step 20. nocomm's step 18: gap 12 = split 2 + occupancy added
+    (21 - 17 = 4) + time without compute added ((30 - 21) - (20 - 17) = 6). Concurrent 5 ms
+    > 5% of 12: the class-by-class tax is withheld, the occupancy is not."""
+    ms = 1_000_000
+
+    def doc(rows, step_ms):
+        rows = [(k, n, st, s * ms, e * ms) for k, n, st, s, e in rows]
+        tax = overlap_tax([tax_part(frame(rows), mode="cuda")], n_rank_steps=1, hidden_ns=None)
+        return _analysis(step_ms, 0.0, tax)
+
+    ds = doc([("compute", "gemm", 7, 0, 10), ("compute", "gemm", 8, 5, 15),
+              ("compute", "norm", 7, 20, 26), ("comm", "ar", 9, 12, 22)], 30.0)  # fmt: skip
+    dsn = doc([("compute", "gemm", 7, 0, 8), ("compute", "gemm", 8, 4, 12),
+               ("compute", "norm", 7, 12, 17)], 20.0)  # fmt: skip
+    noc = doc([("compute", "gemm", 7, 0, 18)], 18.0)
+    run = {"modes": {"domino-sp": {"step_ms": 30.0}, "nocomm": {"step_ms": 18.0}}}
+    d = limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")
+    assert d["tax_withheld"] is True and d["overlap_tax_ms"] is None
+    assert d["compute_occupancy_ms"] == {"domino-sp": pytest.approx(21.0),
+                                         "domino-sp-nocomm": pytest.approx(17.0)}  # fmt: skip
+    assert d["occupancy_added_ms"] == pytest.approx(4.0)
+    assert d["no_compute_added_ms"] == pytest.approx(6.0)
+    assert d["split_ms"] + d["occupancy_added_ms"] + d["no_compute_added_ms"] == pytest.approx(
+        d["gap_ms"])
+    assert "part of the step; by occupancy below)" in d["text"]
+    assert ("domino-sp's compute kept the device busy 4.00 ms longer than domino-sp-nocomm's "
+            "(the tax, with the compute in kernel classes only one of them runs, counted once "
+            "where the class-by-class tax above is withheld), and its time without compute "
+            "grew 6.00 ms") in d["text"]
+    from domino_prof.report.figures import domino_limits
+
+    sec = domino_limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn},
+                        mode="domino-sp")  # fmt: skip
+    occ = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows if r[0].startswith("by occ")]
+    assert occ == [("by occupancy: compute busy, added", "4.00 ms"),
+                   ("by occupancy: time without compute, added", "6.00 ms")]
+    # domino-sp's kernels on one stream (nothing at once): U is their sum, 10 + 6 = 16
+    one = doc([("compute", "gemm", 7, 0, 10), ("compute", "norm", 7, 20, 26),
+               ("comm", "ar", 9, 12, 22)], 30.0)  # fmt: skip
+    d = limits(run, {"domino-sp": one, "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")
+    assert d["compute_occupancy_ms"]["domino-sp"] == pytest.approx(16.0)
+    # an analysis from before the concurrent figure: no occupancy, and no sentence
+    old = _analysis(30.0, 0.0, {k: v for k, v in ds["overheads"]["whatif"]["overlap_tax"].items()
+                                if k != "compute_concurrent_ms_per_step"})  # fmt: skip
+    d = limits(run, {"domino-sp": old, "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")
+    assert (d["compute_occupancy_ms"], d["occupancy_added_ms"]) == (None, None)
+    assert "By occupancy" not in d["text"]

@@ -37,6 +37,14 @@ the step cost leaves in bubbles and beside memory ops. Comm stretched by compute
 (``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
 already exposed comm, its hidden share costs no step time by itself.
 
+**By occupancy** (``compute_occupancy_ms``, ``occupancy_added_ms``,
+``no_compute_added_ms``), the measured gap counted a second way that holds where compute
+runs beside compute: a mode's compute occupancy U is the union of its compute kernels per
+step (the class rows' time less ``compute_concurrent_ms_per_step``); split + (U(mode) −
+U(split mode)) + the time without compute added = gap, by construction (no check of the
+parts, never added to them). The first is the tax counted once, with the compute of
+unmatched classes; where the class tax is withheld it is the figure that stands.
+
 domino-sp has the same decomposition against nocomm (run.json ``limits_sp``;
 :func:`limits_by_mode`), its split measured by ``domino-sp-nocomm``: domino-sp's
 micro-batch split with every collective skipped, so its split is also sequence
@@ -219,9 +227,16 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         if tm.get("mode") is not None and tm.get("reference") is not None:
             idle_added = (sa - tm["mode"]) - (ss - tm["reference"])
             in_gaps = exposed - (idle_added - (host or 0.0))
+        occ = _occupancy(tm, conc, mode, split_mode)
         out.update({
             "overlap_tax_ms": tax,
             "compute_concurrent_ms": conc,
+            # by occupancy (module doc): the union of compute kernels per step, each
+            # instant once, and the step's time without compute
+            "compute_occupancy_ms": occ,
+            "occupancy_added_ms": None if occ is None else occ[mode] - occ[split_mode],
+            "no_compute_added_ms": (None if occ is None
+                                    else (sa - occ[mode]) - (ss - occ[split_mode])),
             "tax_withheld": withheld,
             "overlap_tax": None if ref is None else {
                 k: ref[k] for k in ("baseline", "n_classes", "tax_overlapped_ms_per_step",
@@ -250,6 +265,9 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "overlap_tax": {"unmeasured_ms_per_step": _f(own.get("unmeasured_ms_per_step"))},
             "host_ms": host,
             "host_idle_ms": {mode: ha, bound: hb},
+            "compute_occupancy_ms": None,
+            "occupancy_added_ms": None,
+            "no_compute_added_ms": None,
             "split_ms": None,
             "residual_ms": None,
             "exposed_in_split_gaps_ms": None,
@@ -271,6 +289,34 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
     })  # fmt: skip
     out["text"] = limits_text(out)
     return out
+
+
+def _occupancy(tm: Mapping, conc: Mapping, mode: str, split_mode: str) -> dict | None:
+    """{mode: U, split_mode: U}: each mode's compute occupancy, ms per step, the union of
+    its compute kernels (an instant counted once however many kernels ran): the class
+    rows' time (``time_ms_per_step``, Σ of the kernels' durations) less the time compute
+    ran beside other compute (``compute_concurrent_ms_per_step``, Σ − |∪| over the same
+    kernels). None when either is missing (an analysis from before them)."""
+    t = {mode: tm.get("mode"), split_mode: tm.get("reference")}
+    if any(t[m] is None or conc.get(m) is None for m in t):
+        return None
+    return {m: float(t[m]) - float(conc[m]) for m in t}
+
+
+def occupancy_text(d: Mapping) -> str:
+    """The occupancy sentence of a :func:`limits` result ("" where it is not measured)."""
+    added, idle = d.get("occupancy_added_ms"), d.get("no_compute_added_ms")
+    if added is None or idle is None:
+        return ""
+    mode, split_mode = d["mode"], d["split_mode"]
+    what = "the tax, with the compute in kernel classes only one of them runs"
+    if d.get("tax_withheld"):
+        what += ", counted once where the class-by-class tax above is withheld"
+    return (" By occupancy (the union of compute kernels per step, an instant counted "
+            f"once however many kernels ran): {mode}'s compute kept the device busy "
+            f"{added:.2f} ms longer than {split_mode}'s ({what}), and its time without "
+            f"compute grew {idle:.2f} ms (exposed comm, host waits and idle); with the "
+            "split's own cost these two make the gap.")  # fmt: skip
 
 
 def _ms(x: float | None, what: str = "not measured") -> str:
@@ -316,7 +362,8 @@ def limits_text(d: Mapping) -> str:
             "overlap tax not measured (compute ran beside other compute of its device: "
             + concurrent_text(d) + f", over {100 * ADDS_UP_SHARE:.0f}% of the gap; a sum of "
             "kernel times counts such time in each kernel, so the classes' difference is no "
-            "part of the step)")
+            "part of the step" + ("; by occupancy below" if d.get("occupancy_added_ms")
+                                  is not None else "") + ")")  # fmt: skip
     elif d["overlap_tax_ms"] is None:
         parts.append("overlap tax not measured" + (
             " (an analysis without class rows, from before issue 33: "
@@ -382,6 +429,7 @@ def limits_text(d: Mapping) -> str:
             bits.append(f"{st_tp:.2f} ms against tp's collectives of the same size")
         text += (" Comm stretched by compute: " + "; ".join(bits) + " (not a part: its "
                  "exposed share is in exposed comm).")
+    text += occupancy_text(d)
     slow = {m: r for m, r in (d.get("profiled_over_timed") or {}).items() if r is not None}
     if any(abs(r - 1.0) > PROFILE_DRIFT for r in slow.values()):
         t = d.get("timed_step_ms") or {}

@@ -912,6 +912,13 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable], *,
                      fmt(d["residual_ms"], ".2f", " ms")])  # fmt: skip
     else:
         rows.append(["the rest (split's own cost; a remainder)", fmt(d["rest_ms"], ".2f", " ms")])
+    if d.get("occupancy_added_ms") is not None:  # the same gap counted another way
+        busy = (f"by occupancy: compute busy, added ({mode}'s union of compute kernels − "
+                f"{split_mode}'s: the tax, each instant once; not a further part)")
+        idle = ("by occupancy: time without compute, added (exposed comm, host waits, idle; "
+                "with the split and the row above, the gap)")
+        rows.append([busy, fmt(d["occupancy_added_ms"], ".2f", " ms")])
+        rows.append([idle, fmt(d["no_compute_added_ms"], ".2f", " ms")])
     if d.get("comm_stretch_ms") is not None:
         rows.append(["comm stretched by compute (not a part)",
                      fmt(d["comm_stretch_ms"], ".2f", " ms")])  # fmt: skip
