@@ -412,6 +412,50 @@ suite_whatif_emulated() {
 ## fidelity: 1 GPU: the paced comm stand-in checked, every kernel shape beside the burst and paced stand-ins (bench_tax_ab.py), the headline with domino-nocomm, the emulated table's rows, tune (issue 33/34; FIDELITY_PARTS, default "checks ab runs")
 suite_fidelity() { bash benchmarks/fidelity_parts.sh ${FIDELITY_PARTS:-checks ab runs}; }
 
+## headline-next: 1 GPU: the checks issue 34 left for the next GPU session: bench_norm.py, gpu_verify --tp 1 with the CUDA default kernels, the emulated headline --cuda-graphs twice with run's defaults (the first analysed there when msgspec imports: the occupancy decomposition), tp-1 bench_schedule --graph-scope step --abab 8; PARTS (default "norm verify graphs abab")
+# msgspec for the analysis travels as a wheel (docs of the device tool): here, once,
+#   mkdir -p .whl && echo /.whl/ >> .git/info/exclude && python3 -m pip download --no-deps \
+#     --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_17_x86_64 -d .whl msgspec==0.19.0
+# and the call carries .whl and starts with `python3 -m pip install -q --no-index --no-deps
+# --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site`. Without it the first
+# graphs run's traces come back instead, one tar per mode (domino-prof run --reanalyze here).
+suite_headline_next() {
+  # the headline as README's TP-8 section runs it, 16 timed steps in blocks of 4
+  local part rc=0 head=(--tp 8 --seq 4096 --comm emulate --mode all --cuda-graphs --steps 16
+                        --block-steps 4 --profile-steps 2)
+  for part in ${PARTS:-norm verify graphs abab}; do
+    echo "== part $part $(date -u +%T)"
+    case $part in
+      norm) timeout 120 python3 benchmarks/bench_norm.py --json "$OUT/bench_norm.json" \
+              2>&1 | tee "$OUT/bench_norm.txt" || rc=1 ;;
+      verify) timeout 200 python3 benchmarks/gpu_verify.py --tp 1 --out "$W/verify" 2>&1 \
+                | tail -40 | tee "$OUT/verify_tp1.txt" || rc=1 ;;
+      graphs)
+        timeout 240 $RUN "${head[@]}" --no-analyze --out "$W/graphs1" > "$W/graphs1.log" 2>&1 || rc=1
+        keep graphs1 headline.txt
+        if python3 -c "import msgspec" 2>/dev/null && [ -f "$W/graphs1/run.json" ]; then
+          timeout 240 $RUN --reanalyze "$W/graphs1" > "$W/reanalyze.log" 2>&1 || rc=1
+          grep -E "what limits" "$W/reanalyze.log" | tee -a "$OUT/headline.txt"
+          cp "$W/graphs1/run.json" "$OUT/graphs1.json"  # with limits / limits_sp
+          (cd "$W" && tar -czf "$OUT/graphs1_analyses.tar.gz" graphs1/*/analysis.json)
+        elif [ -d "$W/graphs1" ]; then
+          for m in domino domino-nocomm nocomm domino-sp domino-sp-nocomm; do
+            [ -d "$W/graphs1/$m" ] && tar -czf "$OUT/graphs1_$m.tar.gz" -C "$W" "graphs1/$m"
+          done
+        fi
+        timeout 240 $RUN "${head[@]}" --no-analyze --out "$W/graphs2" > "$W/graphs2.log" 2>&1 || rc=1
+        keep graphs2 headline.txt ;;
+      abab) timeout 240 python3 benchmarks/bench_schedule.py --model llama3-3b --seq 1024 \
+              --mbs 2 --graph-scope step --abab 8 --out "$W/abab.json" > "$OUT/abab.txt" 2>&1 \
+              || rc=1
+            cp "$W/abab.json" "$OUT/" 2>/dev/null; tail -20 "$OUT/abab.txt" ;;
+      *) echo "headline-next: no part '$part' (norm verify graphs abab)"; rc=1 ;;
+    esac
+  done
+  return $rc
+}
+
 # --------------------------------------------------------------------------- driver
 exec > >(tee -a "$OUT/gpu_session.log") 2>&1
 echo "== gpu_session.sh $(date -u +%FT%TZ) suites: $*"

@@ -75,3 +75,22 @@ def test_a_dry_run_runs_the_suite_commands(tmp_path):
         "--out", str(tmp_path / "w" / "8b" / "llama3-8b_cuda-graphs")]  # fmt: skip
     log = (out / "gpu_session.log").read_text()
     assert "== suite 8b rc=0" in log and (out / "env.txt").is_file()
+
+
+def test_headline_next_forms_the_headline_runs(tmp_path):
+    """RUN=echo, PARTS=graphs: issue 34's next-session suite runs the emulated headline
+    with --cuda-graphs twice, as README's TP-8 section types it, timed steps only."""
+    out, w = tmp_path / "out", tmp_path / "w"
+    env = dict(os.environ, OUT=str(out), WORK=str(w), RUN="echo RUN", PARTS="graphs")
+    p = subprocess.run(["bash", str(DRIVER), "headline-next"], capture_output=True, text=True,
+                       timeout=60, env=env, check=False, cwd=ROOT)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    for n in ("graphs1", "graphs2"):
+        assert (w / "headline-next" / f"{n}.log").read_text().split() == [
+            "RUN", "--tp", "8", "--seq", "4096", "--comm", "emulate", "--mode", "all",
+            "--cuda-graphs", "--steps", "16", "--block-steps", "4", "--profile-steps", "2",
+            "--no-analyze", "--out", str(w / "headline-next" / n)]  # fmt: skip
+    env["PARTS"] = "nope"
+    p = subprocess.run(["bash", str(DRIVER), "headline-next"], capture_output=True, text=True,
+                       timeout=60, env=env, check=False, cwd=ROOT)  # fmt: skip
+    assert p.returncode == 1 and "headline-next: no part 'nope'" in p.stdout
