@@ -290,6 +290,33 @@ def run_limits(*, runs: str | list[str]) -> list[str]:
                    "exposed in the split's gaps ms", "adds up (5 %)", "run directory"], rows)  # fmt: skip
 
 
+def run_occupancy(*, runs: str | list[str], key: str = "limits_sp") -> list[str]:
+    """One row per run directory with a measured ``key`` (``limits_sp``: domino-sp's; or
+    ``limits``): the gap to nocomm per profiled step counted by occupancy
+    (docs/METRICS.md, what limits domino, 2026-12-08: split + compute held longer + time
+    without compute = gap), read from the stored figures by ``limits.occupancy`` (a
+    run.json from before the keys gets the same numbers), beside the exposed comm's step
+    cost and the host."""
+    from domino_prof.analysis.limits import occupancy
+
+    rows = []
+    for p in _files(runs):
+        doc = _load(p)
+        lim = doc.get(key) or {}
+        if lim.get("method") != "measured":
+            continue
+        occ = occupancy(lim)
+        rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'), doc.get('lanes'))}`",
+                     _f(lim.get("timed_of_bound"), ".3f"), _f(lim.get("gap_ms"), ".2f"),
+                     _f(lim.get("split_ms"), ".2f"), _f(occ["occupancy_added_ms"], ".2f"),
+                     _f(occ["no_compute_added_ms"], ".2f"), _f(lim.get("exposed_cost_ms"), ".2f"),
+                     _f(lim.get("host_ms"), ".2f"), _link(p.parent)])  # fmt: skip
+    mode = "domino-sp" if key == "limits_sp" else "domino"
+    return _table(["command", f"{mode} / nocomm (timed)", "gap ms", "split ms",
+                   "compute held longer ms", "time without compute added ms",
+                   "exposed cost ms", "host ms", "run directory"], rows)  # fmt: skip
+
+
 _RUN_NAME = re.compile(r"(?P<model>.+)-tp(?P<tp>\d+)-(?P<variant>eager|graphs)-r(?P<rep>\d+)$")
 
 
@@ -965,6 +992,26 @@ SECTIONS: list[dict] = [
                 "2.6 ms, so only domino-sp takes it, and it costs llama3-8b 2.3 ms "
                 "(0.926-0.932 of nocomm against 0.945-0.951 with `--no-carveout-auto`). "
                 "Eager stays host-bound. reports/emulated-h100-2026-12-07c/README.md.",
+    },
+    {
+        "title": "What limits domino-sp in those runs, by occupancy (emulated comm, H100)",
+        "where": "the runs above (one H100, 2026-12-07 (c)); per profiled step, read from "
+                 "each run.json's limits_sp",
+        "render": run_occupancy,
+        "args": {"runs": RUNS_07C},
+        "text": "domino-sp's gap to nocomm counted on the union of compute kernels "
+                "(docs/METRICS.md, what limits domino, 2026-12-08), where the class-by-class "
+                "tax is withheld (the chains run beside the GEMMs): split + compute held "
+                "longer + time without compute = gap. With the SM stand-in the gap is compute "
+                "held longer beside the collectives: 13.4-14.2 ms without a carve-out, "
+                "12.3-12.8 with run's defaults (the backward's GEMMs carved out), 9.3-9.4 "
+                "with `--sm-carveout 24 --carveout-scope bwd` and 6.5-6.9 with `--sm-carveout 24` "
+                "(beside every collective, both phases), whose cost moves into the split "
+                "(domino-sp-nocomm is carved out too: -1.0 to +1.8 ms); exposed comm and idle "
+                "add 1.7-3.4. With the copy engines compute is held 1.2 ms longer and the "
+                "time without compute grows 11.5 (exposed comm's step cost 13.0): no SMs "
+                "taken, slower collectives. The eager row is host-bound (its split holds the "
+                "host). Every figure is of emulated collectives.",
     },
     {
         "title": "The step under inference mode; eager steps on a host of two speeds "

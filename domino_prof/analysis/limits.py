@@ -227,16 +227,9 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         if tm.get("mode") is not None and tm.get("reference") is not None:
             idle_added = (sa - tm["mode"]) - (ss - tm["reference"])
             in_gaps = exposed - (idle_added - (host or 0.0))
-        occ = _occupancy(tm, conc, mode, split_mode)
         out.update({
             "overlap_tax_ms": tax,
             "compute_concurrent_ms": conc,
-            # by occupancy (module doc): the union of compute kernels per step, each
-            # instant once, and the step's time without compute
-            "compute_occupancy_ms": occ,
-            "occupancy_added_ms": None if occ is None else occ[mode] - occ[split_mode],
-            "no_compute_added_ms": (None if occ is None
-                                    else (sa - occ[mode]) - (ss - occ[split_mode])),
             "tax_withheld": withheld,
             "overlap_tax": None if ref is None else {
                 k: ref[k] for k in ("baseline", "n_classes", "tax_overlapped_ms_per_step",
@@ -287,20 +280,34 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
         "profiled_over_timed": {mode: (sa / ma) if ma else None,
                                 bound: (sb / mb) if mb else None},
     })  # fmt: skip
+    if measured:  # by occupancy (module doc), from the figures above
+        out.update(occupancy(out))
     out["text"] = limits_text(out)
     return out
 
 
-def _occupancy(tm: Mapping, conc: Mapping, mode: str, split_mode: str) -> dict | None:
-    """{mode: U, split_mode: U}: each mode's compute occupancy, ms per step, the union of
-    its compute kernels (an instant counted once however many kernels ran): the class
-    rows' time (``time_ms_per_step``, Σ of the kernels' durations) less the time compute
-    ran beside other compute (``compute_concurrent_ms_per_step``, Σ − |∪| over the same
-    kernels). None when either is missing (an analysis from before them)."""
+def occupancy(d: Mapping) -> dict:
+    """The occupancy keys of a measured :func:`limits` result, from its own figures (so a
+    run.json written before them gets the same numbers: scripts/gen_results.py).
+    ``compute_occupancy_ms`` = {mode: U, split mode: U}, each mode's union of compute
+    kernels per step (an instant counted once however many kernels ran): the class rows'
+    time (``overlap_tax.time_ms_per_step``, Σ of the kernels' durations) less the time
+    compute ran beside other compute (``compute_concurrent_ms``, Σ − |∪| over the same
+    kernels); ``occupancy_added_ms`` = U(mode) − U(split mode); ``no_compute_added_ms`` =
+    (mode's profiled step − U(mode)) − (split mode's − U(split mode)). All None where a
+    figure is missing (an analysis from before it)."""
+    mode, split_mode = d.get("mode"), d.get("split_mode")
+    tm = (d.get("overlap_tax") or {}).get("time_ms_per_step") or {}
+    conc = d.get("compute_concurrent_ms") or {}
+    step = d.get("profiled_step_ms") or {}
     t = {mode: tm.get("mode"), split_mode: tm.get("reference")}
-    if any(t[m] is None or conc.get(m) is None for m in t):
-        return None
-    return {m: float(t[m]) - float(conc[m]) for m in t}
+    if split_mode is None or any(t[m] is None or conc.get(m) is None or step.get(m) is None
+                                 for m in t):  # fmt: skip
+        return {"compute_occupancy_ms": None, "occupancy_added_ms": None,
+                "no_compute_added_ms": None}  # fmt: skip
+    u = {m: float(t[m]) - float(conc[m]) for m in t}
+    return {"compute_occupancy_ms": u, "occupancy_added_ms": u[mode] - u[split_mode],
+            "no_compute_added_ms": (step[mode] - u[mode]) - (step[split_mode] - u[split_mode])}
 
 
 def occupancy_text(d: Mapping) -> str:
