@@ -314,7 +314,8 @@ def _row(run: dict, mode: str) -> dict:
 # run.json's limits as tune keeps them: measured (with domino-nocomm, which every
 # candidate runs: split and residual) or a remainder (rest); analysis.limits
 LIMIT_KEYS = ("gap_ms", "split_ms", "exposed_comm_ms", "exposed_cost_ms", "overlap_tax_ms",
-              "tax_withheld", "host_ms", "residual_ms", "rest_ms")
+              "tax_withheld", "host_ms", "residual_ms", "rest_ms", "occupancy_added_ms",
+              "no_compute_added_ms")
 
 
 def candidate_numbers(run: dict, schedule: str = "domino") -> dict:
@@ -379,7 +380,8 @@ def _ci(v, lo_hi, spec: str) -> str:
 def _limits_text(lim: dict | None) -> str:
     """A candidate's limits in one cell: the gap, then its parts as run.json has them
     (measured: split, exposed with its step cost, tax, host, residual; a remainder:
-    exposed, tax, host, rest); a part that is null is left out, a withheld tax says so."""
+    exposed, tax, host, rest); a part that is null is left out, a withheld tax says so,
+    with the compute held longer by occupancy where run.json has it."""
     if not lim:
         return "n/a"
     parts = [f"gap {lim['gap_ms']:.2f}"]
@@ -389,7 +391,9 @@ def _limits_text(lim: dict | None) -> str:
     parts.append(f"exposed {lim['exposed_comm_ms']:.2f}"
                  + (f" (cost {cost:.2f})" if cost is not None else ""))  # fmt: skip
     if lim.get("tax_withheld"):
-        parts.append("tax n/a (compute beside compute)")
+        held = lim.get("occupancy_added_ms")  # the tax counted once (run.json since 12-08)
+        parts.append("tax n/a (compute beside compute)" if held is None else
+                     f"tax n/a, compute held longer {held:.2f} (by occupancy)")  # fmt: skip
     for key, name in (("overlap_tax_ms", "tax"), ("host_ms", "host"),
                       ("residual_ms", "residual"), ("rest_ms", "rest")):  # fmt: skip
         if lim.get(key) is not None:
