@@ -438,7 +438,7 @@ suite_headline_next() {
           timeout 240 $RUN --reanalyze "$W/graphs1" > "$W/reanalyze.log" 2>&1 || rc=1
           grep -E "what limits" "$W/reanalyze.log" | tee -a "$OUT/headline.txt"
           cp "$W/graphs1/run.json" "$OUT/graphs1.json"  # with limits / limits_sp
-          (cd "$W" && tar -czf "$OUT/graphs1_analyses.tar.gz" graphs1/*/analysis.json)
+          (cd "$W" && tar -czf - graphs1/*/analysis.json) > "$OUT/graphs1_analyses.tar.gz"
         elif [ -d "$W/graphs1" ]; then
           for m in domino domino-nocomm nocomm domino-sp domino-sp-nocomm; do
             [ -d "$W/graphs1/$m" ] && tar -czf "$OUT/graphs1_$m.tar.gz" -C "$W" "graphs1/$m"

@@ -309,11 +309,13 @@ def run_occupancy(*, runs: str | list[str], key: str = "limits_sp") -> list[str]
         rows.append([f"`{_command(doc.get('config') or {}, doc.get('comm'), doc.get('lanes'))}`",
                      _f(lim.get("timed_of_bound"), ".3f"), _f(lim.get("gap_ms"), ".2f"),
                      _f(lim.get("split_ms"), ".2f"), _f(occ["occupancy_added_ms"], ".2f"),
+                     _f(occ["kernel_time_added_ms"], ".2f"), _f(occ["concurrency_lost_ms"], ".2f"),
                      _f(occ["no_compute_added_ms"], ".2f"), _f(lim.get("exposed_cost_ms"), ".2f"),
                      _f(lim.get("host_ms"), ".2f"), _link(p.parent)])  # fmt: skip
     mode = "domino-sp" if key == "limits_sp" else "domino"
     return _table(["command", f"{mode} / nocomm (timed)", "gap ms", "split ms",
-                   "compute held longer ms", "time without compute added ms",
+                   "compute held longer ms", "of it: kernel time ms",
+                   "of it: beside compute, lost ms", "time without compute added ms",
                    "exposed cost ms", "host ms", "run directory"], rows)  # fmt: skip
 
 
@@ -1002,16 +1004,22 @@ SECTIONS: list[dict] = [
         "text": "domino-sp's gap to nocomm counted on the union of compute kernels "
                 "(docs/METRICS.md, what limits domino, 2026-12-08), where the class-by-class "
                 "tax is withheld (the chains run beside the GEMMs): split + compute held "
-                "longer + time without compute = gap. With the SM stand-in the gap is compute "
-                "held longer beside the collectives: 13.4-14.2 ms without a carve-out, "
-                "12.3-12.8 with run's defaults (the backward's GEMMs carved out), 9.3-9.4 "
-                "with `--sm-carveout 24 --carveout-scope bwd` and 6.5-6.9 with `--sm-carveout 24` "
-                "(beside every collective, both phases), whose cost moves into the split "
-                "(domino-sp-nocomm is carved out too: -1.0 to +1.8 ms); exposed comm and idle "
-                "add 1.7-3.4. With the copy engines compute is held 1.2 ms longer and the "
-                "time without compute grows 11.5 (exposed comm's step cost 13.0): no SMs "
-                "taken, slower collectives. The eager row is host-bound (its split holds the "
-                "host). Every figure is of emulated collectives.",
+                "longer + time without compute = gap; compute held longer = its kernels' "
+                "time added + the compute that ran beside other compute in domino-sp-nocomm "
+                "and alone here. llama3-3b with the SM stand-in: compute held longer "
+                "13.4-14.2 ms without a carve-out, 12.3-12.8 with run's defaults (the "
+                "backward's GEMMs carved out beside a collective: kernel time 7.3-7.9, "
+                "beside compute lost 4.9-5.0), 9.3-9.4 with `--sm-carveout 24 "
+                "--carveout-scope bwd` and 6.5-6.9 with `--sm-carveout 24` (every GEMM beside "
+                "a collective), whose cost moves into the split (domino-sp-nocomm is carved "
+                "out too: -1.0 to +1.8 ms) and whose lost concurrency falls to 0.2-1.4; "
+                "exposed comm and idle add 1.7-3.4. With the copy engines compute is held 1.2 "
+                "ms longer (kernel time -1.4, beside compute lost 2.5) and the time without "
+                "compute grows 11.5 (exposed comm's step cost 13.0): no SMs taken, slower "
+                "collectives. llama3-8b: 18.8-19.8 held longer without the carve-out, "
+                "20.6-21.5 with it (kernel time 18.1-19.4 in both). The eager row is "
+                "host-bound (its split holds the host). Every figure is of emulated "
+                "collectives.",
     },
     {
         "title": "The step under inference mode; eager steps on a host of two speeds "

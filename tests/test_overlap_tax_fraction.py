@@ -597,8 +597,9 @@ def test_occupancy_counts_compute_beside_compute_once():
     7, comm [12, 22) on 9: Σ 26, concurrent 5, U = |[0, 15) ∪ [20, 26)| = 21; step 30.
     domino-sp-nocomm: gemm [0, 8) on 7 and [4, 12) on 8 (4 at once), norm [12, 17): Σ 21,
     concurrent 4, U = 17; step 20. nocomm's step 18: gap 12 = split 2 + occupancy added
-    (21 - 17 = 4) + time without compute added ((30 - 21) - (20 - 17) = 6). Concurrent 5 ms
-    > 5% of 12: the class-by-class tax is withheld, the occupancy is not."""
+    (21 - 17 = 4: kernel time 26 - 21 = 5, less 5 - 4 = 1 ms more beside compute) + time
+    without compute added ((30 - 21) - (20 - 17) = 6). Concurrent 5 ms > 5% of 12: the
+    class-by-class tax is withheld, the occupancy is not."""
     ms = 1_000_000
 
     def doc(rows, step_ms):
@@ -617,21 +618,35 @@ def test_occupancy_counts_compute_beside_compute_once():
     assert d["compute_occupancy_ms"] == {"domino-sp": pytest.approx(21.0),
                                          "domino-sp-nocomm": pytest.approx(17.0)}  # fmt: skip
     assert d["occupancy_added_ms"] == pytest.approx(4.0)
+    assert (d["kernel_time_added_ms"], d["concurrency_lost_ms"]) == (pytest.approx(5.0),
+                                                                     pytest.approx(-1.0))
     assert d["no_compute_added_ms"] == pytest.approx(6.0)
     assert d["split_ms"] + d["occupancy_added_ms"] + d["no_compute_added_ms"] == pytest.approx(
         d["gap_ms"])
     assert "part of the step; by occupancy below)" in d["text"]
-    assert ("domino-sp's compute kept the device busy 4.00 ms longer than domino-sp-nocomm's "
-            "(the tax, with the compute in kernel classes only one of them runs, counted once "
-            "where the class-by-class tax above is withheld), and its time without compute "
-            "grew 6.00 ms") in d["text"]
+    assert ("domino-sp's compute kept the device busy 4.00 ms longer than domino-sp-nocomm's: "
+            "its kernels took 5.00 ms longer in all (slower beside comm, or other kernels: the "
+            "tax, with the classes only one of them runs), and 1.00 ms more of its compute ran "
+            "beside other compute; its time without compute grew 6.00 ms") in d["text"]
+    # the split mode's chains hidden beside its GEMMs, alone in the mode: lost concurrency
+    dsn2 = doc([("compute", "gemm", 7, 0, 8), ("compute", "gemm", 8, 0, 8),
+                ("compute", "norm", 7, 12, 17)], 20.0)  # fmt: skip
+    d2 = limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn2},
+                mode="domino-sp")  # fmt: skip
+    # split: Σ 21, concurrent 8, U 13: added 21 - 13 = 8 = kernel time 5 + 3 ms lost
+    assert (d2["occupancy_added_ms"], d2["kernel_time_added_ms"], d2["concurrency_lost_ms"]) == (
+        pytest.approx(8.0), pytest.approx(5.0), pytest.approx(3.0))
+    assert ("and 3.00 ms of compute that ran beside other compute in domino-sp-nocomm took "
+            "device time of its own here") in d2["text"]
     from domino_prof.report.figures import domino_limits
 
     sec = domino_limits(run, {"domino-sp": ds, "nocomm": noc, "domino-sp-nocomm": dsn},
                         mode="domino-sp")  # fmt: skip
-    occ = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows if r[0].startswith("by occ")]
-    assert occ == [("by occupancy: compute busy, added", "4.00 ms"),
-                   ("by occupancy: time without compute, added", "6.00 ms")]
+    rows = [(r[0].split(" (")[0], r[1]) for r in sec.body.rows]
+    at = rows.index(("by occupancy: compute busy, added", "4.00 ms"))
+    assert rows[at + 1:at + 4] == [("  of which kernel time, added", "5.00 ms"),
+                                   ("  of which compute beside compute, lost", "-1.00 ms"),
+                                   ("by occupancy: time without compute, added", "6.00 ms")]
     # domino-sp's kernels on one stream (nothing at once): U is their sum, 10 + 6 = 16
     one = doc([("compute", "gemm", 7, 0, 10), ("compute", "norm", 7, 20, 26),
                ("comm", "ar", 9, 12, 22)], 30.0)  # fmt: skip
@@ -641,5 +656,7 @@ def test_occupancy_counts_compute_beside_compute_once():
     old = _analysis(30.0, 0.0, {k: v for k, v in ds["overheads"]["whatif"]["overlap_tax"].items()
                                 if k != "compute_concurrent_ms_per_step"})  # fmt: skip
     d = limits(run, {"domino-sp": old, "nocomm": noc, "domino-sp-nocomm": dsn}, mode="domino-sp")
-    assert (d["compute_occupancy_ms"], d["occupancy_added_ms"]) == (None, None)
+    assert all(d[k] is None for k in ("compute_occupancy_ms", "occupancy_added_ms",
+                                      "kernel_time_added_ms", "concurrency_lost_ms",
+                                      "no_compute_added_ms"))  # fmt: skip
     assert "By occupancy" not in d["text"]

@@ -156,6 +156,7 @@ def test_candidate_numbers_and_table_read_limits_and_domino_nocomm():
                            "exposed_cost_ms": None, "overlap_tax_ms": None,
                            "tax_withheld": None, "host_ms": 0.5, "residual_ms": None,
                            "rest_ms": 0.75, "occupancy_added_ms": None,
+                           "kernel_time_added_ms": None, "concurrency_lost_ms": None,
                            "no_compute_added_ms": None}  # fmt: skip
     c = {"name": "c00", "status": "ok", "settings_text": "splits 2, col 2", **n}
     tps = [{"settings_text": "ctas 8", "step_ms": 13.0}, {"settings_text": "default ctas",
@@ -194,14 +195,16 @@ def test_the_limits_cell_takes_measured_limits_and_a_withheld_tax():
     assert T._limits_text(lanes) == ("gap 17.00, split 8.36, exposed 4.84 (cost 3.28), tax "
                                      "n/a (compute beside compute), host 0.24, residual 6.46")
     # a run.json since 2026-12-08 holds the compute held longer by occupancy beside it
-    held = {**lanes, "occupancy_added_ms": 12.4, "no_compute_added_ms": 1.96}
+    held = {**lanes, "occupancy_added_ms": 12.4, "kernel_time_added_ms": 7.4,
+            "concurrency_lost_ms": 5.0, "no_compute_added_ms": 1.96}
     assert T._limits_text(held) == ("gap 17.00, split 8.36, exposed 4.84 (cost 3.28), tax "
                                     "n/a, compute held longer 12.40 (by occupancy), host "
                                     "0.24, residual 6.46")  # fmt: skip
     assert T._limits_text(None) == "n/a"
     run = {"modes": {}, "comparison": [], "limits": {**measured, "text": "..."}}
-    assert T.candidate_numbers(run)["limits"] == {**measured, "occupancy_added_ms": None,
-                                                  "no_compute_added_ms": None}  # fmt: skip
+    occ = ("occupancy_added_ms", "kernel_time_added_ms", "concurrency_lost_ms",
+           "no_compute_added_ms")
+    assert T.candidate_numbers(run)["limits"] == {**measured, **dict.fromkeys(occ)}
     run["limits"] = {**held, "text": "..."}
     assert T.candidate_numbers(run)["limits"] == held
 

@@ -37,13 +37,15 @@ the step cost leaves in bubbles and beside memory ops. Comm stretched by compute
 (``overlap_tax.comm_stretch_ms_per_step``) is shown, never added: its exposed share is
 already exposed comm, its hidden share costs no step time by itself.
 
-**By occupancy** (``compute_occupancy_ms``, ``occupancy_added_ms``,
-``no_compute_added_ms``), the measured gap counted a second way that holds where compute
-runs beside compute: a mode's compute occupancy U is the union of its compute kernels per
-step (the class rows' time less ``compute_concurrent_ms_per_step``); split + (U(mode) −
-U(split mode)) + the time without compute added = gap, by construction (no check of the
-parts, never added to them). The first is the tax counted once, with the compute of
-unmatched classes; where the class tax is withheld it is the figure that stands.
+**By occupancy** (:func:`occupancy`: ``compute_occupancy_ms``, ``occupancy_added_ms`` =
+``kernel_time_added_ms`` + ``concurrency_lost_ms``, ``no_compute_added_ms``), the measured
+gap counted a second way that holds where compute runs beside compute: a mode's compute
+occupancy U is the union of its compute kernels per step (the class rows' time less
+``compute_concurrent_ms_per_step``); split + (U(mode) − U(split mode)) + the time without
+compute added = gap, by construction (no check of the parts, never added to them). U's
+growth is the kernels' time growth (the tax, with the unmatched classes and counts) plus
+the compute that ran hidden beside other compute in the split mode and alone here; where
+the class tax is withheld these are the figures that stand.
 
 domino-sp has the same decomposition against nocomm (run.json ``limits_sp``;
 :func:`limits_by_mode`), its split measured by ``domino-sp-nocomm``: domino-sp's
@@ -90,6 +92,9 @@ ADDS_UP_SHARE = 0.05  # the parts add up when |residual| <= this share of the ga
 # profiled against 77.6 timed, reports/emulated-h100-2026-12-07g/call1/eager-new2)
 PROFILE_DRIFT = 0.15
 SPLIT_MODE = SPLIT_MODES["domino"]  # domino-nocomm
+# the measured method's gap by occupancy (module doc, :func:`occupancy`): run.json's keys
+OCCUPANCY_KEYS = ("compute_occupancy_ms", "occupancy_added_ms", "kernel_time_added_ms",
+                  "concurrency_lost_ms", "no_compute_added_ms")
 
 
 def _get(a: Any, key: str) -> Any:
@@ -258,9 +263,7 @@ def limits(run: Mapping, analyses: Mapping[str, Any], *, mode: str = "domino",
             "overlap_tax": {"unmeasured_ms_per_step": _f(own.get("unmeasured_ms_per_step"))},
             "host_ms": host,
             "host_idle_ms": {mode: ha, bound: hb},
-            "compute_occupancy_ms": None,
-            "occupancy_added_ms": None,
-            "no_compute_added_ms": None,
+            **dict.fromkeys(OCCUPANCY_KEYS),
             "split_ms": None,
             "residual_ms": None,
             "exposed_in_split_gaps_ms": None,
@@ -293,9 +296,13 @@ def occupancy(d: Mapping) -> dict:
     kernels per step (an instant counted once however many kernels ran): the class rows'
     time (``overlap_tax.time_ms_per_step``, Σ of the kernels' durations) less the time
     compute ran beside other compute (``compute_concurrent_ms``, Σ − |∪| over the same
-    kernels); ``occupancy_added_ms`` = U(mode) − U(split mode); ``no_compute_added_ms`` =
-    (mode's profiled step − U(mode)) − (split mode's − U(split mode)). All None where a
-    figure is missing (an analysis from before it)."""
+    kernels); ``occupancy_added_ms`` = U(mode) − U(split mode), the sum of
+    ``kernel_time_added_ms`` (Σ of the kernels' durations, mode − split mode: kernels
+    slower beside comm, other kernels, other counts) and ``concurrency_lost_ms`` (compute
+    beside compute, split mode − mode: work that ran hidden beside other compute there and
+    takes device time of its own here); ``no_compute_added_ms`` = (mode's profiled step −
+    U(mode)) − (split mode's − U(split mode)). All None where a figure is missing (an
+    analysis from before it)."""
     mode, split_mode = d.get("mode"), d.get("split_mode")
     tm = (d.get("overlap_tax") or {}).get("time_ms_per_step") or {}
     conc = d.get("compute_concurrent_ms") or {}
@@ -303,10 +310,11 @@ def occupancy(d: Mapping) -> dict:
     t = {mode: tm.get("mode"), split_mode: tm.get("reference")}
     if split_mode is None or any(t[m] is None or conc.get(m) is None or step.get(m) is None
                                  for m in t):  # fmt: skip
-        return {"compute_occupancy_ms": None, "occupancy_added_ms": None,
-                "no_compute_added_ms": None}  # fmt: skip
+        return dict.fromkeys(OCCUPANCY_KEYS)
     u = {m: float(t[m]) - float(conc[m]) for m in t}
     return {"compute_occupancy_ms": u, "occupancy_added_ms": u[mode] - u[split_mode],
+            "kernel_time_added_ms": float(t[mode]) - float(t[split_mode]),
+            "concurrency_lost_ms": float(conc[split_mode]) - float(conc[mode]),
             "no_compute_added_ms": (step[mode] - u[mode]) - (step[split_mode] - u[split_mode])}
 
 
@@ -316,14 +324,19 @@ def occupancy_text(d: Mapping) -> str:
     if added is None or idle is None:
         return ""
     mode, split_mode = d["mode"], d["split_mode"]
-    what = "the tax, with the compute in kernel classes only one of them runs"
-    if d.get("tax_withheld"):
-        what += ", counted once where the class-by-class tax above is withheld"
+    k, lost = d.get("kernel_time_added_ms"), d.get("concurrency_lost_ms")
+    why = ""
+    if k is not None and lost is not None:
+        beside = (f"{lost:.2f} ms of compute that ran beside other compute in {split_mode} "
+                  "took device time of its own here" if lost >= 0 else
+                  f"{-lost:.2f} ms more of its compute ran beside other compute")  # fmt: skip
+        why = (f": its kernels took {k:.2f} ms longer in all (slower beside comm, or other "
+               f"kernels: the tax, with the classes only one of them runs), and {beside}")
     return (" By occupancy (the union of compute kernels per step, an instant counted "
             f"once however many kernels ran): {mode}'s compute kept the device busy "
-            f"{added:.2f} ms longer than {split_mode}'s ({what}), and its time without "
-            f"compute grew {idle:.2f} ms (exposed comm, host waits and idle); with the "
-            "split's own cost these two make the gap.")  # fmt: skip
+            f"{added:.2f} ms longer than {split_mode}'s{why}; its time without compute grew "
+            f"{idle:.2f} ms (exposed comm, host waits and idle); with the split's own cost "
+            "these make the gap.")  # fmt: skip
 
 
 def _ms(x: float | None, what: str = "not measured") -> str:

@@ -313,9 +313,11 @@ def _row(run: dict, mode: str) -> dict:
 
 # run.json's limits as tune keeps them: measured (with domino-nocomm, which every
 # candidate runs: split and residual) or a remainder (rest); analysis.limits
+# (the occupancy figures: the cell gives the compute held longer where the tax is withheld;
+# tune's JSON keeps every part of it)
 LIMIT_KEYS = ("gap_ms", "split_ms", "exposed_comm_ms", "exposed_cost_ms", "overlap_tax_ms",
               "tax_withheld", "host_ms", "residual_ms", "rest_ms", "occupancy_added_ms",
-              "no_compute_added_ms")
+              "kernel_time_added_ms", "concurrency_lost_ms", "no_compute_added_ms")
 
 
 def candidate_numbers(run: dict, schedule: str = "domino") -> dict:

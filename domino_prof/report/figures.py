@@ -918,6 +918,11 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable], *,
         idle = ("by occupancy: time without compute, added (exposed comm, host waits, idle; "
                 "with the split and the row above, the gap)")
         rows.append([busy, fmt(d["occupancy_added_ms"], ".2f", " ms")])
+        if d.get("kernel_time_added_ms") is not None:
+            kt = f"  of which kernel time, added (Σ of {mode}'s kernels − {split_mode}'s)"
+            lost = f"  of which compute beside compute, lost ({split_mode}'s − {mode}'s)"
+            rows.append([kt, fmt(d["kernel_time_added_ms"], ".2f", " ms")])
+            rows.append([lost, fmt(d["concurrency_lost_ms"], ".2f", " ms")])
         rows.append([idle, fmt(d["no_compute_added_ms"], ".2f", " ms")])
     if d.get("comm_stretch_ms") is not None:
         rows.append(["comm stretched by compute (not a part)",
