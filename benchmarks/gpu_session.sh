@@ -421,38 +421,55 @@ suite_fidelity() { bash benchmarks/fidelity_parts.sh ${FIDELITY_PARTS:-checks ab
 # --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site`. Without it the first
 # graphs run's traces come back instead, one tar per mode (domino-prof run --reanalyze here).
 suite_headline_next() {
-  # the headline as README's TP-8 section runs it, 16 timed steps in blocks of 4
-  local part rc=0 head=(--tp 8 --seq 4096 --comm emulate --mode all --cuda-graphs --steps 16
-                        --block-steps 4 --profile-steps 2)
+  # the headline as README's TP-8 section runs it, 16 timed steps in blocks of 4. The
+  # device tool brings back 8 files: the results go into $OUT/headline-next.tar.gz, the
+  # traces of domino-sp and domino-sp-nocomm (every decomposition mode's without msgspec)
+  # into $OUT/headline-next-traces.tar.gz, beside the driver's log and env.txt
+  local part rc=0 R="$W/results" head=(--tp 8 --seq 4096 --comm emulate --mode all
+                                        --cuda-graphs --steps 16 --block-steps 4
+                                        --profile-steps 2)
+  local dest="$OUT"  # the session's; keep() writes under $OUT, the local one below
+  local OUT="$R" keep_modes="domino-sp domino-sp-nocomm"
+  mkdir -p "$R"
   for part in ${PARTS:-norm verify graphs abab}; do
     echo "== part $part $(date -u +%T)"
     case $part in
-      norm) timeout 120 python3 benchmarks/bench_norm.py --json "$OUT/bench_norm.json" \
-              2>&1 | tee "$OUT/bench_norm.txt" || rc=1 ;;
+      norm) timeout 120 python3 benchmarks/bench_norm.py --json "$R/bench_norm.json" \
+              2>&1 | tee "$R/bench_norm.txt" || rc=1 ;;
       verify) timeout 200 python3 benchmarks/gpu_verify.py --tp 1 --out "$W/verify" 2>&1 \
-                | tail -40 | tee "$OUT/verify_tp1.txt" || rc=1 ;;
+                | tail -40 | tee "$R/verify_tp1.txt" || rc=1
+              cp "$W"/verify/*.json "$R/" 2>/dev/null ;;
       graphs)
         timeout 240 $RUN "${head[@]}" --no-analyze --out "$W/graphs1" > "$W/graphs1.log" 2>&1 || rc=1
         keep graphs1 headline.txt
         if python3 -c "import msgspec" 2>/dev/null && [ -f "$W/graphs1/run.json" ]; then
           timeout 240 $RUN --reanalyze "$W/graphs1" > "$W/reanalyze.log" 2>&1 || rc=1
-          grep -E "what limits" "$W/reanalyze.log" | tee -a "$OUT/headline.txt"
-          cp "$W/graphs1/run.json" "$OUT/graphs1.json"  # with limits / limits_sp
-          (cd "$W" && tar -czf - graphs1/*/analysis.json) > "$OUT/graphs1_analyses.tar.gz"
-        elif [ -d "$W/graphs1" ]; then
-          for m in domino domino-nocomm nocomm domino-sp domino-sp-nocomm; do
-            [ -d "$W/graphs1/$m" ] && tar -czf "$OUT/graphs1_$m.tar.gz" -C "$W" "graphs1/$m"
+          grep -E "what limits" "$W/reanalyze.log" | tee -a "$R/headline.txt"
+          cp "$W/graphs1/run.json" "$R/graphs1.json"  # with limits / limits_sp
+          mkdir -p "$R/analyses"
+          for f in "$W"/graphs1/*/analysis.json; do
+            [ -f "$f" ] && cp "$f" "$R/analyses/$(basename "$(dirname "$f")").json"
           done
+        else
+          keep_modes="domino domino-nocomm nocomm domino-sp domino-sp-nocomm"
         fi
+        local dirs=() m
+        for m in $keep_modes; do [ -d "$W/graphs1/$m" ] && dirs+=("graphs1/$m"); done
+        [ ${#dirs[@]} -gt 0 ] && (cd "$W" && tar -czf - "${dirs[@]}") \
+          > "$WORK/headline-next-traces.tar.gz"
         timeout 240 $RUN "${head[@]}" --no-analyze --out "$W/graphs2" > "$W/graphs2.log" 2>&1 || rc=1
         keep graphs2 headline.txt ;;
       abab) timeout 240 python3 benchmarks/bench_schedule.py --model llama3-3b --seq 1024 \
-              --mbs 2 --graph-scope step --abab 8 --out "$W/abab.json" > "$OUT/abab.txt" 2>&1 \
+              --mbs 2 --graph-scope step --abab 8 --out "$R/abab.json" > "$R/abab.txt" 2>&1 \
               || rc=1
-            cp "$W/abab.json" "$OUT/" 2>/dev/null; tail -20 "$OUT/abab.txt" ;;
+            tail -20 "$R/abab.txt" ;;
       *) echo "headline-next: no part '$part' (norm verify graphs abab)"; rc=1 ;;
     esac
   done
+  (cd "$W" && tar -czf - results) > "$dest/headline-next.tar.gz"
+  if [ -f "$WORK/headline-next-traces.tar.gz" ]; then
+    mv "$WORK/headline-next-traces.tar.gz" "$dest/"
+  fi
   return $rc
 }
 

@@ -90,6 +90,13 @@ def test_headline_next_forms_the_headline_runs(tmp_path):
             "RUN", "--tp", "8", "--seq", "4096", "--comm", "emulate", "--mode", "all",
             "--cuda-graphs", "--steps", "16", "--block-steps", "4", "--profile-steps", "2",
             "--no-analyze", "--out", str(w / "headline-next" / n)]  # fmt: skip
+    # the results come back as one tar beside the driver's two files (8 files at most)
+    assert sorted(f.name for f in out.iterdir()) == ["env.txt", "gpu_session.log",
+                                                     "headline-next.tar.gz"]
+    import tarfile
+
+    with tarfile.open(out / "headline-next.tar.gz") as t:
+        assert "results/headline.txt" in t.getnames()
     env["PARTS"] = "nope"
     p = subprocess.run(["bash", str(DRIVER), "headline-next"], capture_output=True, text=True,
                        timeout=60, env=env, check=False, cwd=ROOT)  # fmt: skip
