@@ -412,7 +412,7 @@ suite_whatif_emulated() {
 ## fidelity: 1 GPU: the paced comm stand-in checked, every kernel shape beside the burst and paced stand-ins (bench_tax_ab.py), the headline with domino-nocomm, the emulated table's rows, tune (issue 33/34; FIDELITY_PARTS, default "checks ab runs")
 suite_fidelity() { bash benchmarks/fidelity_parts.sh ${FIDELITY_PARTS:-checks ab runs}; }
 
-## headline-next: 1 GPU: the checks issue 34 left for the next GPU session: bench_norm.py, gpu_verify --tp 1 with the CUDA default kernels, the emulated headline --cuda-graphs twice with run's defaults (the first analysed there when msgspec imports: the occupancy decomposition), tp-1 bench_schedule --graph-scope step --abab 8; PARTS (default "norm verify graphs abab")
+## headline-next: 1 GPU: the checks issue 34 left for the next GPU session: bench_norm.py, gpu_verify --tp 1 with the CUDA default kernels, the emulated headline --cuda-graphs twice with run's defaults (the first analysed there when msgspec imports: the occupancy decomposition), tp-1 bench_schedule --graph-scope step --abab 8, tune of domino-sp's backward comm CTAs; PARTS (default "norm verify graphs abab ctas": two calls, e.g. "norm verify graphs" then "abab ctas")
 # msgspec for the analysis travels as a wheel (docs of the device tool): here, once,
 #   mkdir -p .whl && echo /.whl/ >> .git/info/exclude && python3 -m pip download --no-deps \
 #     --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -431,7 +431,7 @@ suite_headline_next() {
   local dest="$OUT"  # the session's; keep() writes under $OUT, the local one below
   local OUT="$R" keep_modes="domino-sp domino-sp-nocomm"
   mkdir -p "$R"
-  for part in ${PARTS:-norm verify graphs abab}; do
+  for part in ${PARTS:-norm verify graphs abab ctas}; do
     echo "== part $part $(date -u +%T)"
     case $part in
       norm) timeout 120 python3 benchmarks/bench_norm.py --json "$R/bench_norm.json" \
@@ -463,7 +463,15 @@ suite_headline_next() {
               --mbs 2 --graph-scope step --abab 8 --out "$R/abab.json" > "$R/abab.txt" 2>&1 \
               || rc=1
             tail -20 "$R/abab.txt" ;;
-      *) echo "headline-next: no part '$part' (norm verify graphs abab)"; rc=1 ;;
+      ctas)  # fewer CTAs for domino-sp's backward collectives, the auto carve-out following
+        # them (8 SMs instead of 24 beside a collective; the collectives 1.35x longer at 8):
+        # never measured together (2026-12-07's bwd16/bwd20 ran before the carve-out)
+        timeout 420 python3 -m domino_prof.cli tune --tp 8 --seq 4096 --comm emulate \
+          --grid cuda_graphs=on --schedule domino-sp --grid comm_ctas=default,16,12,8 \
+          --comm-ctas-scope bwd --no-analyze --steps 16 --out "$W/tune-ctas" 2>&1 \
+          | tee "$R/tune_ctas.txt" | tail -30 || rc=1
+        cp "$W/tune-ctas/tune.json" "$R/" 2>/dev/null ;;
+      *) echo "headline-next: no part '$part' (norm verify graphs abab ctas)"; rc=1 ;;
     esac
   done
   (cd "$W" && tar -czf - results) > "$dest/headline-next.tar.gz"
