@@ -22,6 +22,14 @@ host's waits between steps). Printed: each class's ms per step in nocomm, in
 domino-nocomm and the difference, and the sum of the differences beside run.json's
 measured ``limits.split_ms`` (per profiled step).
 
+``--timeline TRACE``: one trace file's kernels over time, in bins of ``--bin-ms`` from
+its first kernel: the share of each bin under compute (any non-comm kernel) and under
+comm (the union of each), which tells a comm-bound stretch (comm near 100 %, the forward
+of domino-sp at the emulated headline) from a compute-bound one; then the gaps between
+consecutive comm kernels (the collectives run one at a time, on one comm stream; a CUDA
+graph's replay may report them on several stream ids) inside ``--window LO:HI`` ms: their
+count, sum and a histogram in 5 µs buckets.
+
 ``--by-name A B``: two trace files (``.json`` or ``.json.gz``, e.g. bench_schedule.py
 ``--profile`` traces of tp and domino at tp 1), device time per step by kernel name
 (templates and arguments cut off; memory ops as ``gpu_memcpy`` / ``gpu_memset``), each
@@ -193,6 +201,82 @@ def name_rows(a: dict, b: dict, top: int = 40) -> list[tuple]:
     return sorted(rows, key=lambda r: -abs(r[5]))[:top]
 
 
+def _kernel_ivs(trace: dict) -> tuple[list, list]:
+    """(compute, comm) kernels as sorted (start, end) µs lists (memory ops left out)."""
+    comp, comm = [], []
+    for e, cat in _device_ops(trace):
+        if cat != "kernel":
+            continue
+        ts = float(e.get("ts", 0.0))
+        iv = (ts, ts + float(e.get("dur", 0.0)))
+        (comm if kernel_class(str(e.get("name", ""))) == "comm" else comp).append(iv)
+    return sorted(comp), sorted(comm)
+
+
+def _busy_in(ivs: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """The length of the union of sorted ``ivs`` clipped to [lo, hi)."""
+    return _union_us([(max(a, lo), min(b, hi)) for a, b in ivs if a < hi and b > lo])
+
+
+def timeline(trace: dict, bin_us: float) -> list[tuple[float, float, float]]:
+    """(bin start ms from the first kernel, compute share, comm share) per bin of
+    ``bin_us``: each kind's union of kernels inside the bin over the bin's length (the
+    last bin's length is what the kernels reach)."""
+    comp, comm = _kernel_ivs(trace)
+    every = comp + comm
+    if not every:
+        return []
+    t0, t1 = min(a for a, _ in every), max(b for _, b in every)
+    rows, lo = [], t0
+    while lo < t1:
+        hi = min(lo + bin_us, t1)
+        rows.append(((lo - t0) / 1e3, _busy_in(comp, lo, hi) / (hi - lo),
+                     _busy_in(comm, lo, hi) / (hi - lo)))  # fmt: skip
+        lo += bin_us
+    return rows
+
+
+def comm_gaps(trace: dict, lo_ms: float, hi_ms: float) -> list[float]:
+    """The gaps (µs) between consecutive comm kernels that start inside [lo_ms, hi_ms)
+    from the first kernel: each one's start minus the latest end before it, where
+    positive."""
+    comp, comm = _kernel_ivs(trace)
+    if not comm:
+        return []
+    t0 = min(a for a, _ in comp + comm)
+    w = [(a, b) for a, b in comm if lo_ms * 1e3 <= a - t0 < hi_ms * 1e3]
+    gaps, end = [], None
+    for a, b in w:
+        if end is not None and a > end:
+            gaps.append(a - end)
+        end = b if end is None else max(end, b)
+    return gaps
+
+
+def _print_timeline(p: Path, bin_ms: float, window: tuple[float, float]) -> None:
+    t = _load_file(p)
+    rows = timeline(t, bin_ms * 1e3)
+    print(f"{p}: compute % / comm % per {bin_ms:g} ms bin, from the first kernel")
+    for i in range(0, len(rows), 10):
+        print(f"  {rows[i][0]:8.1f} ms: " + " ".join(f"{c * 100:3.0f}/{m * 100:3.0f}"
+                                                   for _, c, m in rows[i:i + 10]))  # fmt: skip
+    g = comm_gaps(t, *window)
+    hist = collections.Counter(min(int(x // 5) * 5, 100) for x in g)
+    where = ("the whole trace" if window == (0.0, float("inf"))
+             else f"{window[0]:g}-{window[1]:g} ms")
+    print(f"  comm gaps in {where}: {len(g)}, {sum(g) / 1e3:.2f} ms; "
+          "by 5 us (100: 100 and more): "
+          + ", ".join(f"{k}: {v}" for k, v in sorted(hist.items())))  # fmt: skip
+
+
+def _window(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise SystemExit(f"--window {text!r}: give LO:HI in ms from the first kernel, e.g. 0:22")
+    return lo, hi
+
+
 def _load_file(p: Path) -> dict:
     try:
         opener = gzip.open if p.suffix == ".gz" else open
@@ -266,7 +350,18 @@ def main() -> None:
     ap.add_argument("--by-name", action="store_true",
                     help="two trace files: device time per kernel name, and B - A")
     ap.add_argument("--top", type=int, default=40, help="--by-name: rows shown")
+    ap.add_argument("--timeline", action="store_true",
+                    help="one trace file: compute and comm busy per bin, comm gaps")
+    ap.add_argument("--bin-ms", type=float, default=2.0, help="--timeline: bin width")
+    ap.add_argument("--window", default="0:inf",
+                    help="--timeline: LO:HI ms from the first kernel for the comm gaps "
+                         "(default: the whole trace)")
     a = ap.parse_args()
+    if a.timeline:
+        if len(a.runs) != 1:
+            raise SystemExit("--timeline takes one trace file")
+        _print_timeline(a.runs[0], a.bin_ms, _window(a.window))
+        return
     if a.by_name:
         if len(a.runs) != 2:
             raise SystemExit("--by-name takes two trace files, A and B")

@@ -190,3 +190,32 @@ def test_by_name_two_traces_hand_worked(tmp_path):
                        check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert p.returncode != 0 and "Traceback" not in p.stderr
     assert "bad.json: not a readable JSON trace" in p.stderr
+
+
+def test_timeline_shares_and_comm_gaps_hand_worked(tmp_path):
+    """--timeline: compute nvjet [0, 1000) µs and norm [1600, 2000); comm all-gather
+    [500, 1500), reduce-scatter [1512, 1600) and an NCCL kernel [1630, 1730). Bins of 1 ms:
+    [0, 1000): compute 1000 / 1000, comm 500 / 1000; [1000, 2000): compute 400, comm 500 +
+    88 + 100 = 688. Comm gaps: 1512 - 1500 = 12 and 1630 - 1600 = 30 µs; in a window from
+    1.55 ms only the NCCL kernel starts, with none before it there: no gap."""
+    m = _mod()
+    t = {"traceEvents": [_at("nvjet_tst", 0, 1000), _at("emulated_allgather_paced", 500, 1000),
+                         _at("emulated_reducescatter_paced", 1512, 88),
+                         _at("triton_norm", 1600, 400), _at("ncclDevKernel_AllGather", 1630, 100),
+                         _at("Memset", 0, 2000, "gpu_memset")]}  # memory: neither  # fmt: skip
+    rows = m.timeline(t, 1000.0)
+    assert [r[0] for r in rows] == [0.0, 1.0]
+    assert [r[1:] for r in rows] == [pytest.approx((1.0, 0.5)), pytest.approx((0.4, 0.688))]
+    assert m.comm_gaps(t, 0, 1e9) == pytest.approx([12.0, 30.0])
+    assert m.comm_gaps(t, 1.55, 10) == []
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(t))
+    p = subprocess.run([sys.executable, str(PATH), "--timeline", "--bin-ms", "1", str(f)],
+                       check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "0.0 ms: 100/ 50  40/ 69" in p.stdout
+    assert ("comm gaps in the whole trace: 2, 0.04 ms; by 5 us (100: 100 and more): 10: 1, "
+            "30: 1") in p.stdout
+    p = subprocess.run([sys.executable, str(PATH), "--timeline", "--window", "x", str(f)],
+                       check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "--window 'x': give LO:HI" in p.stderr
