@@ -418,8 +418,8 @@ suite_fidelity() { bash benchmarks/fidelity_parts.sh ${FIDELITY_PARTS:-checks ab
 #     --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl msgspec==0.19.0
 # and the call carries .whl and starts with `python3 -m pip install -q --no-index --no-deps
-# --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site`. Without it the first
-# graphs run's traces come back instead, one tar per mode (domino-prof run --reanalyze here).
+# --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site`. Without it the traces of
+# every decomposition mode come back instead (domino-prof run --reanalyze here).
 suite_headline_next() {
   # the headline as README's TP-8 section runs it, 16 timed steps in blocks of 4. The
   # device tool brings back 8 files: the results go into $OUT/headline-next.tar.gz, the

@@ -201,8 +201,9 @@ def name_rows(a: dict, b: dict, top: int = 40) -> list[tuple]:
     return sorted(rows, key=lambda r: -abs(r[5]))[:top]
 
 
-def _kernel_ivs(trace: dict) -> tuple[list, list]:
-    """(compute, comm) kernels as sorted (start, end) µs lists (memory ops left out)."""
+def kernel_ivs(trace: dict) -> tuple[list, list]:
+    """(compute, comm) kernels as sorted (start, end) µs lists (memory ops left out): what
+    :func:`timeline` and :func:`comm_gaps` read."""
     comp, comm = [], []
     for e, cat in _device_ops(trace):
         if cat != "kernel":
@@ -218,15 +219,18 @@ def _busy_in(ivs: list[tuple[float, float]], lo: float, hi: float) -> float:
     return _union_us([(max(a, lo), min(b, hi)) for a, b in ivs if a < hi and b > lo])
 
 
-def timeline(trace: dict, bin_us: float) -> list[tuple[float, float, float]]:
+def _first_start(comp: list, comm: list) -> float:
+    return min(iv[0] for iv in (comp[:1] + comm[:1]))  # the lists are sorted
+
+
+def timeline(ivs: tuple[list, list], bin_us: float) -> list[tuple[float, float, float]]:
     """(bin start ms from the first kernel, compute share, comm share) per bin of
-    ``bin_us``: each kind's union of kernels inside the bin over the bin's length (the
-    last bin's length is what the kernels reach)."""
-    comp, comm = _kernel_ivs(trace)
-    every = comp + comm
-    if not every:
+    ``bin_us`` of :func:`kernel_ivs`' lists: each kind's union of kernels inside the bin
+    over the bin's length (the last bin's length is what the kernels reach)."""
+    comp, comm = ivs
+    if not (comp or comm):
         return []
-    t0, t1 = min(a for a, _ in every), max(b for _, b in every)
+    t0, t1 = _first_start(comp, comm), max(b for _, b in comp + comm)
     rows, lo = [], t0
     while lo < t1:
         hi = min(lo + bin_us, t1)
@@ -236,14 +240,14 @@ def timeline(trace: dict, bin_us: float) -> list[tuple[float, float, float]]:
     return rows
 
 
-def comm_gaps(trace: dict, lo_ms: float, hi_ms: float) -> list[float]:
-    """The gaps (µs) between consecutive comm kernels that start inside [lo_ms, hi_ms)
-    from the first kernel: each one's start minus the latest end before it, where
-    positive."""
-    comp, comm = _kernel_ivs(trace)
+def comm_gaps(ivs: tuple[list, list], lo_ms: float, hi_ms: float) -> list[float]:
+    """The gaps (µs) between consecutive comm kernels of :func:`kernel_ivs`' lists that
+    start inside [lo_ms, hi_ms) from the first kernel: each one's start minus the latest
+    end before it, where positive."""
+    comp, comm = ivs
     if not comm:
         return []
-    t0 = min(a for a, _ in comp + comm)
+    t0 = _first_start(comp, comm)
     w = [(a, b) for a, b in comm if lo_ms * 1e3 <= a - t0 < hi_ms * 1e3]
     gaps, end = [], None
     for a, b in w:
@@ -254,13 +258,13 @@ def comm_gaps(trace: dict, lo_ms: float, hi_ms: float) -> list[float]:
 
 
 def _print_timeline(p: Path, bin_ms: float, window: tuple[float, float]) -> None:
-    t = _load_file(p)
-    rows = timeline(t, bin_ms * 1e3)
+    ivs = kernel_ivs(_load_file(p))
+    rows = timeline(ivs, bin_ms * 1e3)
     print(f"{p}: compute % / comm % per {bin_ms:g} ms bin, from the first kernel")
     for i in range(0, len(rows), 10):
         print(f"  {rows[i][0]:8.1f} ms: " + " ".join(f"{c * 100:3.0f}/{m * 100:3.0f}"
                                                    for _, c, m in rows[i:i + 10]))  # fmt: skip
-    g = comm_gaps(t, *window)
+    g = comm_gaps(ivs, *window)
     hist = collections.Counter(min(int(x // 5) * 5, 100) for x in g)
     where = ("the whole trace" if window == (0.0, float("inf"))
              else f"{window[0]:g}-{window[1]:g} ms")

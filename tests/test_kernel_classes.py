@@ -203,11 +203,11 @@ def test_timeline_shares_and_comm_gaps_hand_worked(tmp_path):
                          _at("emulated_reducescatter_paced", 1512, 88),
                          _at("triton_norm", 1600, 400), _at("ncclDevKernel_AllGather", 1630, 100),
                          _at("Memset", 0, 2000, "gpu_memset")]}  # memory: neither  # fmt: skip
-    rows = m.timeline(t, 1000.0)
+    rows = m.timeline(m.kernel_ivs(t), 1000.0)
     assert [r[0] for r in rows] == [0.0, 1.0]
     assert [r[1:] for r in rows] == [pytest.approx((1.0, 0.5)), pytest.approx((0.4, 0.688))]
-    assert m.comm_gaps(t, 0, 1e9) == pytest.approx([12.0, 30.0])
-    assert m.comm_gaps(t, 1.55, 10) == []
+    assert m.comm_gaps(m.kernel_ivs(t), 0, 1e9) == pytest.approx([12.0, 30.0])
+    assert m.comm_gaps(m.kernel_ivs(t), 1.55, 10) == []
     f = tmp_path / "t.json"
     f.write_text(json.dumps(t))
     p = subprocess.run([sys.executable, str(PATH), "--timeline", "--bin-ms", "1", str(f)],

@@ -324,17 +324,16 @@ def occupancy_text(d: Mapping) -> str:
     if added is None or idle is None:
         return ""
     mode, split_mode = d["mode"], d["split_mode"]
-    k, lost = d.get("kernel_time_added_ms"), d.get("concurrency_lost_ms")
-    why = ""
-    if k is not None and lost is not None:
-        beside = (f"{lost:.2f} ms of compute that ran beside other compute in {split_mode} "
-                  "took device time of its own here" if lost >= 0 else
-                  f"{-lost:.2f} ms more of its compute ran beside other compute")  # fmt: skip
-        why = (f": its kernels took {k:.2f} ms longer in all (slower beside comm, or other "
-               f"kernels: the tax, with the classes only one of them runs), and {beside}")
+    lost = d["concurrency_lost_ms"]  # occupancy() gives every key, or none
+    beside = (f"{lost:.2f} ms of compute that ran beside other compute in {split_mode} "
+              "took device time of its own here" if lost >= 0 else
+              f"{-lost:.2f} ms more of its compute ran beside other compute")  # fmt: skip
     return (" By occupancy (the union of compute kernels per step, an instant counted "
             f"once however many kernels ran): {mode}'s compute kept the device busy "
-            f"{added:.2f} ms longer than {split_mode}'s{why}; its time without compute grew "
+            f"{added:.2f} ms longer than {split_mode}'s: its kernels took "
+            f"{d['kernel_time_added_ms']:.2f} ms longer in all (slower beside comm, or other "
+            f"kernels: the tax, with the classes only one of them runs), and {beside}; "
+            f"its time without compute grew "
             f"{idle:.2f} ms (exposed comm, host waits and idle); with the split's own cost "
             "these make the gap.")  # fmt: skip
 

@@ -917,13 +917,12 @@ def domino_limits(run: dict, analyses: Mapping[str, Analysis | Unavailable], *,
                 f"{split_mode}'s: the tax, each instant once; not a further part)")
         idle = ("by occupancy: time without compute, added (exposed comm, host waits, idle; "
                 "with the split and the row above, the gap)")
-        rows.append([busy, fmt(d["occupancy_added_ms"], ".2f", " ms")])
-        if d.get("kernel_time_added_ms") is not None:
-            kt = f"  of which kernel time, added (Σ of {mode}'s kernels − {split_mode}'s)"
-            lost = f"  of which compute beside compute, lost ({split_mode}'s − {mode}'s)"
-            rows.append([kt, fmt(d["kernel_time_added_ms"], ".2f", " ms")])
-            rows.append([lost, fmt(d["concurrency_lost_ms"], ".2f", " ms")])
-        rows.append([idle, fmt(d["no_compute_added_ms"], ".2f", " ms")])
+        kt = f"  of which kernel time, added (Σ of {mode}'s kernels − {split_mode}'s)"
+        lost = f"  of which compute beside compute, lost ({split_mode}'s − {mode}'s)"
+        rows += [[busy, fmt(d["occupancy_added_ms"], ".2f", " ms")],
+                 [kt, fmt(d["kernel_time_added_ms"], ".2f", " ms")],
+                 [lost, fmt(d["concurrency_lost_ms"], ".2f", " ms")],
+                 [idle, fmt(d["no_compute_added_ms"], ".2f", " ms")]]  # fmt: skip
     if d.get("comm_stretch_ms") is not None:
         rows.append(["comm stretched by compute (not a part)",
                      fmt(d["comm_stretch_ms"], ".2f", " ms")])  # fmt: skip
